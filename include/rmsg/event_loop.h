@@ -1,0 +1,120 @@
+// EventLoop: an epoll reactor with fd watchers, monotonic timers, deferred tasks and a
+// thread-safe post() queue woken through an eventfd.
+//
+// Threading: one loop per thread. Every method is loop-thread-only (the thread that calls
+// run()/run_once(), or that constructed the loop before it first runs) EXCEPT post(),
+// stop() and fd(), which any thread may call. Callbacks run on the loop thread, one at a
+// time; a callback may call any loop method, including removing its own watcher or
+// cancelling its own timer.
+//
+// Embedding: fd() is an epoll fd that becomes readable whenever run_once(0) has work to
+// do; an application's own loop (libuv, asio, plain epoll) watches it and calls
+// run_once(0) when it fires.
+//
+// Ordering guarantees:
+//   - timers fire in deadline order; timers with equal deadlines fire in the order they
+//     were added;
+//   - deferred tasks run in the order they were deferred, after the I/O and timers of the
+//     current iteration; posted tasks run in the order they were posted.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "rmsg/result.h"
+
+namespace rmsg {
+
+using Clock = std::chrono::steady_clock;
+using Duration = std::chrono::nanoseconds;
+
+// Bits of a watcher's interest and of the events its callback receives.
+enum IoEvent : std::uint32_t {
+  kReadable = 1u << 0,
+  kWritable = 1u << 1,
+  kIoError = 1u << 2,  // delivered only: EPOLLERR / EPOLLHUP (with kReadable|kWritable set)
+};
+
+using WatchId = std::uint64_t;  // 0 is never a valid id
+using TimerId = std::uint64_t;  // 0 is never a valid id
+using Task = std::function<void()>;
+using IoCallback = std::function<void(std::uint32_t events)>;
+
+class EventLoop {
+ public:
+  // Creates the epoll fd and the wakeup eventfd. Fails with the errno of epoll_create1 /
+  // eventfd (EMFILE, ENFILE, ENOMEM).
+  static Result<std::unique_ptr<EventLoop>> create();
+
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+  EventLoop(EventLoop&&) = delete;
+  EventLoop& operator=(EventLoop&&) = delete;
+  // Closes the fds. Watched fds are not closed (the loop does not own them); pending
+  // tasks and timers are dropped without running.
+  ~EventLoop();
+
+  // Watches fd (level-triggered) for `interest` (kReadable|kWritable). The fd must stay
+  // open until unwatch(). Errors: EEXIST (fd already watched), EBADF, EPERM (a regular
+  // file), ENOMEM, ENOSPC.
+  Result<WatchId> watch(int fd, std::uint32_t interest, IoCallback callback);
+  // Changes the interest of a watcher (0 = keep watching but report nothing).
+  Result<void> set_interest(WatchId id, std::uint32_t interest);
+  // Stops watching; safe inside the watcher's own callback and for unknown ids. Events
+  // already collected for this watcher in the current iteration are dropped.
+  void unwatch(WatchId id);
+
+  // A one-shot timer that fires once `delay` from now (monotonic clock).
+  TimerId add_timer(Duration delay, Task task);
+  // A periodic timer: first fires after `period`, then every `period` (no catch-up burst:
+  // a late tick is rescheduled from the time it ran).
+  TimerId add_periodic(Duration period, Task task);
+  // Cancels a timer; true if it was pending. Safe inside any callback, including the
+  // timer's own (a periodic timer cancelled in its callback does not fire again).
+  bool cancel_timer(TimerId id);
+
+  // Runs `task` on this loop after the current iteration's I/O and timers.
+  void defer(Task task);
+  // Thread-safe: queues `task` and wakes the loop. Returns false once the loop is gone
+  // is not detectable here: the caller must keep the loop alive while posting.
+  void post(Task task);
+
+  // Runs until stop(). Returns the first epoll_wait error other than EINTR, if any.
+  Result<void> run();
+  // Thread-safe: makes run() return after the current iteration; also wakes run_once.
+  void stop();
+  // One iteration: waits up to `timeout` (0 = poll without sleeping; negative = no limit)
+  // for I/O or the next timer, then dispatches. Returns the number of callbacks run.
+  Result<int> run_once(Duration timeout);
+  // Runs iterations until `done()` is true or `deadline` passes; true if done() held.
+  // Intended for tests and tools: nothing sleeps longer than until the deadline.
+  bool run_until(const std::function<bool()>& done, Clock::time_point deadline);
+  bool run_for(const std::function<bool()>& done, Duration limit) {
+    return run_until(done, Clock::now() + limit);
+  }
+
+  // Busy-poll mode: run() never sleeps in epoll_wait (it polls with a zero timeout), and
+  // pollers (below) run on every iteration. For the lowest latency at the cost of a core.
+  void set_busy_poll(bool on) noexcept;
+  bool busy_poll() const noexcept;
+  // A poller runs at the start of every iteration while busy_poll() is on (RDMA streams
+  // poll their CQs there). Returns true if it found work. Removal is safe from callbacks.
+  std::uint64_t add_poller(std::function<bool()> poll);
+  void remove_poller(std::uint64_t id);
+
+  // Thread-safe: the epoll fd, readable when there is work (for embedding).
+  int fd() const noexcept;
+
+  // True on the thread that runs (or created and has not yet run) this loop.
+  bool in_loop_thread() const noexcept;
+
+  class Impl;
+
+ private:
+  explicit EventLoop(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rmsg

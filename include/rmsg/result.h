@@ -1,0 +1,115 @@
+// Result<T>: a value or a std::error_code. rmsg reports every failure as a value: no
+// exceptions on the data path, never exit()/abort() because of what a peer did.
+//
+// Error codes come from three categories:
+//   - std::system_category()   errno values from the kernel and from rdma-core,
+//   - rmsg::error_category()   rmsg's own conditions (rmsg::Errc below),
+//   - rmsg::wc_category()      work-completion status of a verbs completion (rdma builds).
+// rmsg::is_retryable(ec) tells whether trying the same operation later can succeed.
+#pragma once
+
+#include <cassert>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace rmsg {
+
+// rmsg's own conditions. Values are stable (they show up in logs and counters).
+enum class Errc {
+  ok = 0,
+  would_block = 1,         // retryable: no data / no space now; wait for readiness.
+  peer_closed = 2,         // not retryable: the peer shut down its side (orderly).
+  timeout = 3,             // not retryable on this connection: a deadline passed.
+  protocol_error = 4,      // not retryable: the peer sent something malformed.
+  rejected = 5,            // not retryable as is: the peer refused the connection.
+  unreachable = 6,         // retryable later: no route / peer unreachable.
+  address_error = 7,       // not retryable: address resolution failed or bad address.
+  route_error = 8,         // retryable later: route resolution failed.
+  connection_reset = 9,    // not retryable: the connection was torn down abortively.
+  connection_refused = 10, // retryable later: nothing listens at the peer address.
+  not_connected = 11,      // not retryable: the stream is not (or no longer) connected.
+  closed = 12,             // not retryable: this side closed the stream.
+  cancelled = 13,          // not retryable: the operation was cancelled locally.
+  resource_exhausted = 14, // retryable later: queue full, pool exhausted, memlock limit.
+  invalid_argument = 15,   // not retryable: the caller passed something invalid.
+  version_mismatch = 16,   // not retryable: the peer speaks another protocol version.
+  device_error = 17,       // not retryable: the RDMA device failed or was removed.
+  not_supported = 18,      // not retryable: this build or device cannot do it.
+  shutdown = 19,           // not retryable: writes after shutdown_write().
+};
+
+const std::error_category& error_category() noexcept;
+
+inline std::error_code make_error_code(Errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+// An errno value as an error_code (system category).
+inline std::error_code errno_code(int err) noexcept { return {err, std::system_category()}; }
+
+// True when the same operation may succeed if tried again later (would_block,
+// resource_exhausted, unreachable, route_error, connection_refused, EAGAIN/EINTR/ENOBUFS...).
+bool is_retryable(std::error_code ec) noexcept;
+
+}  // namespace rmsg
+
+template <>
+struct std::is_error_code_enum<rmsg::Errc> : std::true_type {};
+
+namespace rmsg {
+
+// A value of type T or an error. [[nodiscard]]: ignoring a Result is a compile warning
+// (an error in rmsg's build). Access value() only after checking ok().
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  Result(std::error_code ec) : v_(std::in_place_index<1>, ec) {       // NOLINT: implicit
+    assert(ec);
+  }
+  Result(Errc e) : Result(make_error_code(e)) {}  // NOLINT: implicit
+
+  bool ok() const noexcept { return v_.index() == 0; }
+  explicit operator bool() const noexcept { return ok(); }
+
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+
+  std::error_code error() const noexcept { return ok() ? std::error_code{} : std::get<1>(v_); }
+  bool is(Errc e) const noexcept { return error() == make_error_code(e); }
+
+ private:
+  std::variant<T, std::error_code> v_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(std::error_code ec) : ec_(ec) {}  // NOLINT: implicit
+  Result(Errc e) : ec_(make_error_code(e)) {}  // NOLINT: implicit
+
+  bool ok() const noexcept { return !ec_; }
+  explicit operator bool() const noexcept { return ok(); }
+  std::error_code error() const noexcept { return ec_; }
+  bool is(Errc e) const noexcept { return ec_ == make_error_code(e); }
+
+ private:
+  std::error_code ec_;
+};
+
+// Propagates an error from an expression returning Result<...> to the caller.
+#define RMSG_TRY(expr)                                  \
+  do {                                                  \
+    if (auto rmsg_try_r_ = (expr); !rmsg_try_r_.ok()) { \
+      return rmsg_try_r_.error();                       \
+    }                                                   \
+  } while (0)
+
+}  // namespace rmsg

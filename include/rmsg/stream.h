@@ -1,0 +1,169 @@
+// Stream: a transport-neutral, non-blocking, reliable byte stream (TCP or RDMA), owned by
+// one EventLoop. Listener: the passive side that yields Streams.
+//
+// Threading: every method is loop-thread-only (the loop the stream was created on);
+// callbacks run on that loop's thread.
+//
+// Readiness callbacks are level-triggered, like a level-triggered socket: on_readable
+// fires (again and again, once per loop iteration) while read() would not return
+// would_block — data, EOF or an error is pending; on_writable fires while write() would
+// accept at least one byte or report an error. Clear a callback (pass {}) when not
+// interested. A callback may destroy or move the Stream it belongs to.
+//
+// Errors (error_code values; see rmsg/result.h for retryability):
+//   Errc::would_block        nothing to read / no space to write now.
+//   Errc::peer_closed        write after the peer closed its reading side (TCP EPIPE).
+//   Errc::connection_reset   the peer aborted or the transport failed.
+//   Errc::connection_refused connect: nothing listens there.
+//   Errc::timeout            connect or retransmission deadline passed.
+//   Errc::shutdown           write after shutdown_write().
+//   Errc::closed             any call after close().
+//   Errc::protocol_error     the peer broke the wire protocol (docs/protocol.md).
+//   system/work-completion codes for transport-specific failures.
+// Once a stream failed, error() keeps the first error and every call returns it (read()
+// first returns the bytes received before the failure only where the transport can
+// deliver them).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "rmsg/event_loop.h"
+#include "rmsg/result.h"
+
+namespace rmsg {
+
+class EventLoop;
+
+// The interface each transport implements. Applications use Stream, not this.
+class StreamImpl {
+ public:
+  StreamImpl() = default;
+  StreamImpl(const StreamImpl&) = delete;
+  StreamImpl& operator=(const StreamImpl&) = delete;
+  StreamImpl(StreamImpl&&) = delete;
+  StreamImpl& operator=(StreamImpl&&) = delete;
+  virtual ~StreamImpl() = default;
+
+  virtual Result<std::size_t> write(std::span<const std::byte> data) = 0;
+  virtual Result<std::size_t> read(std::span<std::byte> buf) = 0;
+  virtual void on_readable(Task callback) = 0;
+  virtual void on_writable(Task callback) = 0;
+  virtual Result<void> shutdown_write() = 0;
+  virtual void close() = 0;
+  virtual std::error_code error() const = 0;
+  virtual const char* transport() const = 0;
+  virtual std::string local_address() const = 0;
+  virtual std::string peer_address() const = 0;
+  virtual EventLoop& loop() const = 0;
+};
+
+class Stream {
+ public:
+  Stream() = default;
+  explicit Stream(std::unique_ptr<StreamImpl> impl) : impl_(std::move(impl)) {}
+  Stream(Stream&&) noexcept = default;
+  Stream& operator=(Stream&& other) noexcept {
+    if (this != &other) {
+      reset();
+      impl_ = std::move(other.impl_);
+    }
+    return *this;
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  // Destroying an open stream closes it abortively (as close()).
+  ~Stream() { reset(); }
+
+  bool valid() const noexcept { return impl_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+
+  // Copies up to data.size() bytes into the transport. Returns the count accepted (>= 1;
+  // possibly fewer than asked) or an error; would_block when nothing fits now.
+  Result<std::size_t> write(std::span<const std::byte> data) { return impl_->write(data); }
+  Result<std::size_t> write(const void* data, std::size_t len) {
+    return write({static_cast<const std::byte*>(data), len});
+  }
+  // Copies out up to buf.size() bytes. Returns the count (>= 1), 0 at end of stream
+  // (the peer's orderly shutdown, after every byte it sent), or an error; would_block
+  // when nothing is there yet.
+  Result<std::size_t> read(std::span<std::byte> buf) { return impl_->read(buf); }
+  Result<std::size_t> read(void* buf, std::size_t len) {
+    return read({static_cast<std::byte*>(buf), len});
+  }
+
+  void on_readable(Task callback) { impl_->on_readable(std::move(callback)); }
+  void on_writable(Task callback) { impl_->on_writable(std::move(callback)); }
+
+  // Orderly close of our sending side: every byte already accepted is delivered, then
+  // the peer reads EOF. Reading stays possible.
+  Result<void> shutdown_write() { return impl_->shutdown_write(); }
+  // Abortive close: unsent bytes are dropped, the peer sees connection_reset. The
+  // resources are released (or recycled, under a connection manager).
+  void close() {
+    if (impl_) impl_->close();
+  }
+
+  std::error_code error() const { return impl_ ? impl_->error() : make_error_code(Errc::closed); }
+  const char* transport() const { return impl_->transport(); }
+  std::string local_address() const { return impl_->local_address(); }
+  std::string peer_address() const { return impl_->peer_address(); }
+  EventLoop& loop() const { return impl_->loop(); }
+
+  // For transports' own tests and tools: the implementation behind the handle.
+  StreamImpl* impl() const noexcept { return impl_.get(); }
+
+ private:
+  void reset() {
+    if (impl_) {
+      impl_->close();
+      impl_.reset();
+    }
+  }
+  std::unique_ptr<StreamImpl> impl_;
+};
+
+// Delivered once, on the loop thread, with a connected Stream or the reason it failed.
+using ConnectCallback = std::function<void(Result<Stream>)>;
+// Delivered on the loop thread for every accepted connection.
+using AcceptCallback = std::function<void(Stream)>;
+
+// The passive side's handle: accepting continues until it is closed or destroyed.
+class ListenerImpl {
+ public:
+  ListenerImpl() = default;
+  ListenerImpl(const ListenerImpl&) = delete;
+  ListenerImpl& operator=(const ListenerImpl&) = delete;
+  ListenerImpl(ListenerImpl&&) = delete;
+  ListenerImpl& operator=(ListenerImpl&&) = delete;
+  virtual ~ListenerImpl() = default;
+  virtual std::string local_address() const = 0;  // "ip:port", the bound port included
+  virtual std::uint16_t port() const = 0;
+  virtual void close() = 0;
+};
+
+class Listener {
+ public:
+  Listener() = default;
+  explicit Listener(std::unique_ptr<ListenerImpl> impl) : impl_(std::move(impl)) {}
+  Listener(Listener&&) noexcept = default;
+  Listener& operator=(Listener&&) noexcept = default;
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  ~Listener() = default;
+
+  bool valid() const noexcept { return impl_ != nullptr; }
+  std::string local_address() const { return impl_->local_address(); }
+  std::uint16_t port() const { return impl_->port(); }
+  void close() {
+    if (impl_) impl_->close();
+  }
+
+ private:
+  std::unique_ptr<ListenerImpl> impl_;
+};
+
+}  // namespace rmsg

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Installs the Debian packages a target needs, only when some are missing: when all are
+# installed this runs nothing, not even apt-get update.
+#   scripts/deps.sh build|test|demo
+set -euo pipefail
+build=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libibverbs-dev
+       librdmacm-dev rdma-core ibverbs-providers iproute2)
+# The Soft-RoCE tier boots Debian's kernel under qemu (tests/softroce/README.md).
+softroce=(qemu-system-x86 linux-image-amd64 busybox-static cpio kmod ibverbs-utils
+          rdmacm-utils perftest)
+case "${1:-build}" in
+  build|demo) want=("${build[@]}") ;;
+  test) want=("${build[@]}" "${softroce[@]}") ;;
+  *) echo "usage: $0 build|test|demo" >&2; exit 2 ;;
+esac
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "rmsg: missing Debian packages: ${missing[*]} (run as root, or apt-get install them)" >&2
+  exit 1
+fi
+echo "rmsg: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
