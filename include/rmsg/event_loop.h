@@ -84,6 +84,7 @@ class EventLoop {
   // Runs until stop(). Returns the first epoll_wait error other than EINTR, if any.
   Result<void> run();
   // Thread-safe: makes run() return after the current iteration; also wakes run_once.
+  // A stop() that comes while run() is not running makes the next run() return at once.
   void stop();
   // One iteration: waits up to `timeout` (0 = poll without sleeping; negative = no limit)
   // for I/O or the next timer, then dispatches. Returns the number of callbacks run.

@@ -333,8 +333,8 @@ void EventLoop::post(Task task) {
 }
 
 Result<void> EventLoop::run() {
-  impl_->stop_.store(false, std::memory_order_relaxed);
-  while (!impl_->stop_.load(std::memory_order_acquire)) {
+  // exchange: each stop() ends exactly one run(), also when it came before run() started.
+  while (!impl_->stop_.exchange(false, std::memory_order_acq_rel)) {
     auto r = impl_->run_once(Duration(-1));
     if (!r) return r.error();
   }
