@@ -18,5 +18,7 @@ set(RMSG_PC_LIBS_PRIVATE "-lpthread")
 if(RMSG_WITH_RDMA)
   set(RMSG_PC_LIBS_PRIVATE "-lrdmacm -libverbs -lpthread")
 endif()
+# Relocatable: the prefix is found relative to the .pc file (libdir may be multiarch).
+file(RELATIVE_PATH RMSG_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/rmsg.pc.in ${CMAKE_BINARY_DIR}/rmsg.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/rmsg.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

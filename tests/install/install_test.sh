@@ -2,7 +2,7 @@
 # Installs the build tree into a temporary prefix, then builds examples/echo_loop.cc
 # against it twice, as a third party would: with find_package(rmsg) and with pkg-config.
 set -euo pipefail
-build=$1 src=$2
+build=$(realpath "$1") src=$(realpath "$2")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
