@@ -1,0 +1,60 @@
+// TCP transport: rmsg::Stream and rmsg::Listener over non-blocking TCP sockets.
+//
+// Threading: tcp_listen/tcp_connect and everything they produce are loop-thread-only (the
+// loop passed in). The loop must outlive every Listener and Stream created on it, and
+// every connect still in flight (destroying the loop drops a pending connect silently:
+// its socket is closed and its callback never runs).
+//
+// Addresses are numeric (rmsg::SocketAddress): nothing here resolves names or blocks.
+//
+// Stream behaviour specific to TCP (the contract itself is in rmsg/stream.h):
+//   - write() sends with MSG_NOSIGNAL: a broken connection is an error value, not SIGPIPE.
+//   - An empty span passed to read()/write() is Errc::invalid_argument (a read of 0 bytes
+//     would be indistinguishable from end of stream).
+//   - shutdown_write() is shutdown(SHUT_WR): the peer reads every byte, then EOF (0).
+//   - close() and destroying the Stream are abortive: SO_LINGER {1, 0}, so the kernel drops
+//     unsent bytes and sends RST; the peer's next read/write fails with
+//     Errc::connection_reset. The exception is a connection already finished in both
+//     directions (our shutdown_write() done and EOF read): it closes quietly.
+//   - Error mapping: ECONNREFUSED -> connection_refused, ECONNRESET -> connection_reset,
+//     EPIPE -> peer_closed, ETIMEDOUT -> timeout, ENETUNREACH/EHOSTUNREACH -> unreachable;
+//     other errno values are returned in std::system_category().
+#pragma once
+
+#include <sys/socket.h>
+
+#include <chrono>
+
+#include "rmsg/address.h"
+#include "rmsg/event_loop.h"
+#include "rmsg/result.h"
+#include "rmsg/stream.h"
+
+namespace rmsg {
+
+struct TcpOptions {
+  bool nodelay = true;  // TCP_NODELAY: small writes leave at once (latency over batching)
+  int send_buffer = 0;  // SO_SNDBUF in bytes; 0 keeps the kernel's autotuning
+  int recv_buffer = 0;  // SO_RCVBUF in bytes; 0 keeps the kernel's autotuning
+  // Connect deadline; zero or negative leaves only the kernel's SYN retries (minutes).
+  Duration connect_timeout = std::chrono::seconds(10);
+  int backlog = SOMAXCONN;  // listen() backlog
+};
+
+// Binds and listens on `address` (port 0 picks a free port: read it from Listener::port()).
+// `on_accept` runs on the loop thread with every accepted, connected Stream; accepting
+// goes on until the Listener is closed or destroyed. Errors (returned at once):
+// Errc::invalid_argument (no address), EADDRINUSE, EACCES, EMFILE, ... (system category).
+// When the process runs out of descriptors while accepting, the listener pauses for a
+// moment instead of spinning; the pending connection waits in the backlog.
+Result<Listener> tcp_listen(EventLoop& loop, const SocketAddress& address,
+                            const TcpOptions& options, AcceptCallback on_accept);
+
+// Starts a connection and returns at once. `callback` runs exactly once, on the loop
+// thread and never inside this call, with the connected Stream or an error:
+// Errc::connection_refused, Errc::timeout (options.connect_timeout passed),
+// Errc::unreachable, Errc::invalid_argument (no address), or a system error (EMFILE...).
+void tcp_connect(EventLoop& loop, const SocketAddress& address, const TcpOptions& options,
+                 ConnectCallback callback);
+
+}  // namespace rmsg

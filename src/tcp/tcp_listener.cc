@@ -1,0 +1,126 @@
+// Passive open: a listening socket watched on the loop; every accepted connection becomes
+// a Stream handed to the AcceptCallback.
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <memory>
+
+#include "rmsg/log.h"
+#include "rmsg/tcp.h"
+#include "tcp/tcp_socket.h"
+#include "tcp/tcp_stream.h"
+
+namespace rmsg {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Accepting at most this many per wakeup keeps one busy listener from starving the
+// other watchers of its loop.
+constexpr int kAcceptBatch = 64;
+// Out of descriptors: the pending connection stays readable forever, so stop watching
+// for this long instead of spinning on EMFILE.
+constexpr Duration kFdExhaustedPause = 100ms;
+
+class TcpListener final : public ListenerImpl {
+ public:
+  TcpListener(EventLoop& loop, int fd, TcpOptions options, AcceptCallback on_accept)
+      : loop_(loop), fd_(fd), options_(options), on_accept_(std::move(on_accept)) {
+    const auto name = tcp::local_name(fd);
+    auto parsed = SocketAddress::parse(name);
+    if (parsed) bound_ = *parsed;
+  }
+  TcpListener(const TcpListener&) = delete;
+  TcpListener& operator=(const TcpListener&) = delete;
+  TcpListener(TcpListener&&) = delete;
+  TcpListener& operator=(TcpListener&&) = delete;
+  ~TcpListener() override {
+    if (destroyed_ != nullptr) *destroyed_ = true;
+    close();
+  }
+
+  Result<void> start() {
+    auto w = loop_.watch(fd_, kReadable, [this](std::uint32_t) { accept_batch(); });
+    if (!w) return w.error();
+    watch_ = *w;
+    return {};
+  }
+
+  std::string local_address() const override { return bound_.to_string(); }
+  std::uint16_t port() const override { return bound_.port(); }
+
+  void close() override {
+    if (fd_ < 0) return;
+    loop_.unwatch(watch_);
+    watch_ = 0;
+    if (pause_timer_ != 0) loop_.cancel_timer(pause_timer_);
+    pause_timer_ = 0;
+    tcp::close_socket(fd_, false);
+    fd_ = -1;
+  }
+
+ private:
+  void accept_batch() {
+    bool destroyed = false;
+    destroyed_ = &destroyed;
+    for (int i = 0; i < kAcceptBatch && fd_ >= 0; ++i) {
+      const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause();
+        if (errno != EAGAIN) RMSG_LOG(warn, "tcp: accept: %s", errno_code(errno).message().c_str());
+        break;
+      }
+      if (auto r = tcp::apply_options(fd, options_); !r) {
+        RMSG_LOG(warn, "tcp: accepted socket options: %s", r.error().message().c_str());
+        tcp::close_socket(fd, true);
+        continue;
+      }
+      on_accept_(tcp::make_stream(loop_, fd));
+      if (destroyed) return;  // the callback destroyed the listener
+    }
+    destroyed_ = nullptr;
+  }
+
+  void pause() {
+    if (loop_.set_interest(watch_, 0).ok()) {
+      pause_timer_ = loop_.add_timer(kFdExhaustedPause, [this] {
+        pause_timer_ = 0;
+        if (fd_ >= 0) static_cast<void>(loop_.set_interest(watch_, kReadable));
+      });
+    }
+  }
+
+  EventLoop& loop_;
+  int fd_;
+  TcpOptions options_;
+  AcceptCallback on_accept_;
+  SocketAddress bound_;
+  WatchId watch_ = 0;
+  TimerId pause_timer_ = 0;
+  bool* destroyed_ = nullptr;  // points into accept_batch()'s frame while it runs
+};
+
+}  // namespace
+
+Result<Listener> tcp_listen(EventLoop& loop, const SocketAddress& address,
+                            const TcpOptions& options, AcceptCallback on_accept) {
+  auto fd = tcp::open_socket(address);
+  if (!fd) return fd.error();
+  const int one = 1;
+  // SO_REUSEADDR: a restarted server may bind while old connections sit in TIME_WAIT.
+  if (::setsockopt(*fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+      ::bind(*fd, address.sockaddr_ptr(), address.length()) < 0 ||
+      ::listen(*fd, options.backlog) < 0) {
+    const int err = errno;
+    tcp::close_socket(*fd, false);
+    return errno_code(err);
+  }
+  // Constructed after bind(), so that it records the port the kernel chose.
+  auto listener = std::make_unique<TcpListener>(loop, *fd, options, std::move(on_accept));
+  RMSG_TRY(listener->start());
+  return Listener(std::move(listener));
+}
+
+}  // namespace rmsg

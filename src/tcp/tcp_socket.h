@@ -1,0 +1,30 @@
+// Socket helpers shared by the TCP control path (connect, listen) and data path (stream).
+#pragma once
+
+#include <string>
+#include <system_error>
+
+#include "rmsg/address.h"
+#include "rmsg/result.h"
+#include "rmsg/tcp.h"
+
+namespace rmsg::tcp {
+
+// Maps a socket errno to the rmsg condition the Stream contract names (see rmsg/tcp.h);
+// anything else stays an errno in the system category.
+std::error_code map_errno(int err) noexcept;
+
+// A non-blocking, close-on-exec TCP socket of the address's family.
+Result<int> open_socket(const SocketAddress& address);
+
+// Applies TCP_NODELAY and the buffer sizes. Fails with the setsockopt errno.
+Result<void> apply_options(int fd, const TcpOptions& options);
+
+// getsockname / getpeername as "ip:port" ("" when the socket has none).
+std::string local_name(int fd);
+std::string peer_name(int fd);
+
+// Closes fd; with `abortive`, first sets SO_LINGER {1, 0} so that the kernel sends RST.
+void close_socket(int fd, bool abortive) noexcept;
+
+}  // namespace rmsg::tcp

@@ -1,0 +1,139 @@
+#include "tcp/tcp_stream.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "rmsg/log.h"
+#include "tcp/tcp_socket.h"
+
+namespace rmsg::tcp {
+
+TcpStream::TcpStream(EventLoop& loop, int fd)
+    : loop_(loop), fd_(fd), local_(local_name(fd)), peer_(peer_name(fd)) {}
+
+TcpStream::~TcpStream() {
+  if (destroyed_ != nullptr) *destroyed_ = true;
+  close();
+}
+
+std::error_code TcpStream::fail(int err) {
+  if (!error_) error_ = map_errno(err);
+  return error_;
+}
+
+Result<std::size_t> TcpStream::write(std::span<const std::byte> data) {
+  if (closed_) return Errc::closed;
+  if (error_) return error_;
+  if (write_shut_) return Errc::shutdown;
+  if (data.empty()) return Errc::invalid_argument;
+  for (;;) {
+    const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) return Errc::would_block;
+    return fail(errno);
+  }
+}
+
+Result<std::size_t> TcpStream::read(std::span<std::byte> buf) {
+  if (closed_) return Errc::closed;
+  if (error_) return error_;
+  if (buf.empty()) return Errc::invalid_argument;
+  for (;;) {
+    const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
+    if (n > 0) return static_cast<std::size_t>(n);
+    if (n == 0) {
+      eof_ = true;
+      return std::size_t{0};
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) return Errc::would_block;
+    return fail(errno);
+  }
+}
+
+void TcpStream::on_readable(Task callback) {
+  if (closed_) return;
+  read_cb_ = callback ? std::make_shared<Task>(std::move(callback)) : nullptr;
+  update_interest();
+}
+
+void TcpStream::on_writable(Task callback) {
+  if (closed_) return;
+  write_cb_ = callback ? std::make_shared<Task>(std::move(callback)) : nullptr;
+  update_interest();
+}
+
+void TcpStream::update_interest() {
+  const std::uint32_t want = (read_cb_ ? kReadable : 0u) | (write_cb_ ? kWritable : 0u);
+  if (want == interest_) return;
+  if (want == 0) {
+    loop_.unwatch(watch_);
+    watch_ = 0;
+  } else if (watch_ == 0) {
+    auto w = loop_.watch(fd_, want, [this](std::uint32_t ev) { dispatch(ev); });
+    if (!w) {
+      // The callbacks cannot fire; the next read()/write() reports why.
+      RMSG_LOG(error, "tcp: cannot watch socket: %s", w.error().message().c_str());
+      if (!error_) error_ = w.error();
+      return;
+    }
+    watch_ = *w;
+  } else if (auto r = loop_.set_interest(watch_, want); !r) {
+    RMSG_LOG(error, "tcp: cannot change interest: %s", r.error().message().c_str());
+    if (!error_) error_ = r.error();
+    return;
+  }
+  interest_ = want;
+}
+
+void TcpStream::dispatch(std::uint32_t events) {
+  bool destroyed = false;
+  destroyed_ = &destroyed;
+  if ((events & kReadable) && read_cb_) {
+    const auto cb = read_cb_;
+    (*cb)();
+    if (destroyed) return;
+  }
+  if ((events & kWritable) && write_cb_) {
+    const auto cb = write_cb_;
+    (*cb)();
+    if (destroyed) return;
+  }
+  destroyed_ = nullptr;
+}
+
+Result<void> TcpStream::shutdown_write() {
+  if (closed_) return Errc::closed;
+  if (error_) return error_;
+  if (write_shut_) return {};
+  if (::shutdown(fd_, SHUT_WR) < 0) return fail(errno);
+  write_shut_ = true;
+  return {};
+}
+
+void TcpStream::close() {
+  if (closed_) return;
+  closed_ = true;
+  loop_.unwatch(watch_);
+  watch_ = 0;
+  interest_ = 0;
+  read_cb_.reset();
+  write_cb_.reset();
+  // A connection finished in both directions closes quietly; anything else is an abort.
+  close_socket(fd_, !(eof_ && write_shut_ && !error_));
+  fd_ = -1;
+}
+
+std::error_code TcpStream::error() const {
+  if (error_) return error_;
+  if (closed_) return make_error_code(Errc::closed);
+  return {};
+}
+
+Stream make_stream(EventLoop& loop, int fd) {
+  return Stream(std::make_unique<TcpStream>(loop, fd));
+}
+
+}  // namespace rmsg::tcp

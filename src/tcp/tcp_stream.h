@@ -1,0 +1,62 @@
+// TcpStream: the Stream contract (rmsg/stream.h) over one connected, non-blocking TCP
+// socket. Data path only; connect and accept live in tcp_connect.cc / tcp_listener.cc.
+//
+// The socket is watched only while a readiness callback is set: an idle stream whose
+// peer hung up must not keep waking the loop (EPOLLHUP cannot be masked in epoll).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rmsg/event_loop.h"
+#include "rmsg/stream.h"
+
+namespace rmsg::tcp {
+
+class TcpStream final : public StreamImpl {
+ public:
+  // Takes ownership of `fd`, a connected non-blocking socket with its options applied.
+  TcpStream(EventLoop& loop, int fd);
+  ~TcpStream() override;
+
+  Result<std::size_t> write(std::span<const std::byte> data) override;
+  Result<std::size_t> read(std::span<std::byte> buf) override;
+  void on_readable(Task callback) override;
+  void on_writable(Task callback) override;
+  Result<void> shutdown_write() override;
+  void close() override;
+  std::error_code error() const override;
+  const char* transport() const override { return "tcp"; }
+  std::string local_address() const override { return local_; }
+  std::string peer_address() const override { return peer_; }
+  EventLoop& loop() const override { return loop_; }
+
+  int native_handle() const noexcept { return fd_; }
+
+ private:
+  void update_interest();
+  void dispatch(std::uint32_t events);
+  std::error_code fail(int err);
+
+  EventLoop& loop_;
+  int fd_;
+  WatchId watch_ = 0;
+  std::uint32_t interest_ = 0;
+  // shared_ptr: dispatch keeps the callable alive while it runs, even if the callback
+  // replaces itself or destroys the stream.
+  std::shared_ptr<Task> read_cb_;
+  std::shared_ptr<Task> write_cb_;
+  std::error_code error_;  // the first failure; sticky
+  bool write_shut_ = false;
+  bool eof_ = false;
+  bool closed_ = false;
+  bool* destroyed_ = nullptr;  // points into dispatch()'s frame while it runs
+  std::string local_;
+  std::string peer_;
+};
+
+// Wraps a connected socket (ownership passes to the Stream).
+Stream make_stream(EventLoop& loop, int fd);
+
+}  // namespace rmsg::tcp

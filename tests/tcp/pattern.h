@@ -1,0 +1,72 @@
+// Test data for byte-exact transfers: byte i of a stream is pattern[i % kLength], where
+// the pattern is random and its length a prime, so a lost, doubled or reordered chunk
+// shows up unless it happens to be a multiple of ~1 MB long.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace rmsg::testing {
+
+// The seed for a test's randomness: RMSG_TEST_SEED if set, else random. Printed, so that a
+// failure can be replayed.
+inline std::uint64_t test_seed(const char* what) {
+  std::uint64_t seed = 0;
+  if (const char* env = std::getenv("RMSG_TEST_SEED"); env != nullptr) {
+    seed = std::strtoull(env, nullptr, 0);
+  } else {
+    seed = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  }
+  std::cout << "[ seed     ] " << what << ": RMSG_TEST_SEED=" << seed << std::endl;
+  return seed;
+}
+
+// Log-uniform in [lo, hi]: small and large values equally likely per order of magnitude.
+inline std::size_t log_uniform(std::mt19937_64& rng, std::size_t lo, std::size_t hi) {
+  std::uniform_real_distribution<double> d(std::log2(double(lo)), std::log2(double(hi) + 1));
+  return std::clamp<std::size_t>(static_cast<std::size_t>(std::exp2(d(rng))), lo, hi);
+}
+
+class Pattern {
+ public:
+  static constexpr std::size_t kLength = 1'000'003;  // prime
+
+  explicit Pattern(std::uint64_t seed) : bytes_(kLength) {
+    std::mt19937_64 rng(seed);
+    for (std::size_t i = 0; i < kLength; i += 8) {
+      const std::uint64_t v = rng();
+      std::memcpy(&bytes_[i], &v, std::min<std::size_t>(8, kLength - i));
+    }
+  }
+
+  // The longest contiguous piece of the stream at `offset`, at most `max` bytes.
+  std::span<const std::byte> at(std::uint64_t offset, std::size_t max) const {
+    const std::size_t start = offset % kLength;
+    return {bytes_.data() + start, std::min(max, kLength - start)};
+  }
+
+  // True when `data` equals the stream's bytes at `offset`.
+  bool matches(std::uint64_t offset, std::span<const std::byte> data) const {
+    while (!data.empty()) {
+      const auto expect = at(offset, data.size());
+      if (std::memcmp(expect.data(), data.data(), expect.size()) != 0) return false;
+      offset += expect.size();
+      data = data.subspan(expect.size());
+    }
+    return true;
+  }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+}  // namespace rmsg::testing
