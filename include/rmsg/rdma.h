@@ -1,0 +1,93 @@
+// RDMA transport: the Stream / Listener of rmsg/stream.h over an RDMA reliable-connected
+// queue pair (rdma-core: librdmacm for setup, libibverbs for data). Wire format:
+// docs/protocol.md.
+//
+// Threading: everything is loop-thread-only (the loop passed in); callbacks run on that
+// loop's thread. No thread is created: setup runs on the loop from the rdma_cm event
+// channel, completions from the CQs' completion channels (or EventLoop pollers when
+// busy_poll is on).
+//
+// Resources per stream: one PD, a send CQ and a receive CQ each with a completion channel,
+// one QP, a send ring of send_block_count x send_block_size bytes and a receive ring of
+// recv_block_count x recv_block_size bytes, both registered (pinned) memory. The default
+// geometry registers 512 KiB per stream.
+//
+// Errors beyond stream.h's: system codes from rdma-core (ENODEV: no RDMA stack or device;
+// EADDRNOTAVAIL: no RDMA device on that address), Errc::address_error / route_error /
+// unreachable / rejected / connection_refused / version_mismatch / timeout during setup,
+// and work-completion codes (wc_category()) when the transport fails a request.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <system_error>
+
+#include "rmsg/address.h"
+#include "rmsg/event_loop.h"
+#include "rmsg/result.h"
+#include "rmsg/stream.h"
+
+namespace rmsg {
+
+struct RdmaOptions {
+  // Ring geometry. A message (one SEND) carries at most min(our send_block_size, the
+  // peer's recv_block_size) bytes. recv_block_count is the credit window the peer gets;
+  // it must be at least 4 (docs/protocol.md, credits). Limits: block sizes 64 B..16 MiB,
+  // counts 4..4096 (send_block_count >= 1).
+  std::uint32_t send_block_size = 16 * 1024;
+  std::uint32_t send_block_count = 16;
+  std::uint32_t recv_block_size = 16 * 1024;
+  std::uint32_t recv_block_count = 16;
+  // Inline data requested at QP creation; the device may grant less (rxe: 512 at most),
+  // which is probed downwards. Messages up to the granted size are sent inline.
+  std::uint32_t inline_size = 256;
+
+  // Transport retry parameters of the QP (RC): retransmissions before a send fails, RNR
+  // retries (0: a receiver-not-ready is an error at once; credits make RNR impossible),
+  // and the local ACK timeout exponent (4.096 us * 2^ack_timeout; 14 = ~67 ms).
+  std::uint8_t retry_count = 7;
+  std::uint8_t rnr_retry_count = 0;
+  std::uint8_t ack_timeout = 14;
+
+  // Per-step setup deadlines: address and route resolution each, then the handshake
+  // (connect request to established).
+  std::chrono::milliseconds resolve_timeout{2000};
+  std::chrono::milliseconds connect_timeout{5000};
+};
+
+// Binds `address` (port 0 picks a free port: Listener::port()) on the RDMA device that owns
+// that IP and starts listening. Every connection that completes the handshake is handed
+// to `on_accept` on the loop thread. Errors: ENODEV (no RDMA stack), EADDRNOTAVAIL,
+// EADDRINUSE, Errc::invalid_argument (bad geometry).
+Result<Listener> rdma_listen(EventLoop& loop, const SocketAddress& address,
+                             const RdmaOptions& options, AcceptCallback on_accept);
+
+// Connects to `peer`. Returns at once; `done` runs exactly once, on the loop thread, never
+// inside this call, with a connected Stream or the setup error.
+void rdma_connect(EventLoop& loop, const SocketAddress& peer, const RdmaOptions& options,
+                  ConnectCallback done);
+
+// What an RDMA stream negotiated and counted (for tests and tools). Errc::invalid_argument
+// if `stream` is not an RDMA stream.
+struct RdmaStreamInfo {
+  std::uint32_t max_message = 0;     // bytes per SEND: min(our send block, peer recv block)
+  std::uint32_t inline_granted = 0;  // inline size the device granted
+  std::uint32_t credits = 0;         // sends we may post now
+  std::uint32_t peer_recv_blocks = 0;
+  std::uint64_t data_messages_sent = 0;
+  std::uint64_t credit_messages_sent = 0;  // credit-only control messages
+  std::uint64_t credit_stalls = 0;         // writes that stopped for lack of credits
+  std::uint64_t send_completions = 0;      // signalled send completions reaped
+};
+Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
+
+// True when an RDMA device with an ACTIVE port is present.
+bool rdma_device_available();
+
+// Work-completion status (enum ibv_wc_status) as errors; messages from ibv_wc_status_str.
+const std::error_category& wc_category() noexcept;
+inline std::error_code make_wc_error(int wc_status) noexcept {
+  return {wc_status, wc_category()};
+}
+
+}  // namespace rmsg

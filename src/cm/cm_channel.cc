@@ -1,0 +1,85 @@
+#include "cm/cm_channel.h"
+
+#include <map>
+
+#include "rmsg/log.h"
+
+namespace rmsg::cm {
+
+Result<std::shared_ptr<CmChannel>> CmChannel::for_loop(EventLoop& loop) {
+  // Per thread, since a loop and its objects live on one thread.
+  thread_local std::map<EventLoop*, std::weak_ptr<CmChannel>> channels;
+  if (auto it = channels.find(&loop); it != channels.end()) {
+    if (auto ch = it->second.lock()) return ch;
+  }
+  auto channel = verbs::create_event_channel();
+  if (!channel) return channel.error();
+  std::shared_ptr<CmChannel> ch(new CmChannel(loop, std::move(channel).value()));
+  const int fd = ch->channel_->fd;
+  auto watch = loop.watch(fd, kReadable, [weak = std::weak_ptr<CmChannel>(ch)](std::uint32_t) {
+    if (auto self = weak.lock()) self->drain();
+  });
+  if (!watch) return watch.error();
+  ch->watch_ = watch.value();
+  channels[&loop] = ch;
+  return ch;
+}
+
+CmChannel::CmChannel(EventLoop& loop, verbs::EventChannel channel)
+    : loop_(loop), channel_(std::move(channel)) {}
+
+CmChannel::~CmChannel() {
+  loop_.unwatch(watch_);
+  retired_.clear();
+}
+
+Result<verbs::CmId> CmChannel::create_id(CmEventHandler* handler) {
+  auto id = verbs::create_id(channel_.get(), nullptr);
+  if (id) attach(id->get(), handler);
+  return id;
+}
+
+void CmChannel::attach(rdma_cm_id* id, CmEventHandler* handler) { handlers_[id] = handler; }
+
+void CmChannel::detach(rdma_cm_id* id) { handlers_.erase(id); }
+
+void CmChannel::retire(verbs::CmId id) {
+  if (!id) return;
+  detach(id.get());
+  if (dispatching_) {
+    retired_.push_back(std::move(id));
+  } else {
+    id.reset();
+  }
+}
+
+void CmChannel::drain() {
+  auto keep_alive = shared_from_this();  // a handler may drop the last other owner
+  for (;;) {
+    auto event = verbs::get_cm_event(channel_.get());
+    if (!event) {
+      if (!event.is(Errc::would_block)) {
+        RMSG_LOG(error, "rdma_get_cm_event: %s", event.error().message().c_str());
+      }
+      return;
+    }
+    const rdma_cm_event& ev = *event.value().get();
+    const bool request = ev.event == RDMA_CM_EVENT_CONNECT_REQUEST;
+    auto it = handlers_.find(request ? ev.listen_id : ev.id);
+    dispatching_ = true;
+    if (it != handlers_.end()) {
+      it->second->on_cm_event(ev);
+    } else if (request) {
+      // The listener is gone: refuse, and destroy the new id once the event is acked.
+      rdma_reject(ev.id, nullptr, 0);
+      retired_.emplace_back(ev.id);
+    } else {
+      RMSG_LOG(debug, "rdma_cm event %s for a detached id", rdma_event_str(ev.event));
+    }
+    event.value().reset();  // ack
+    dispatching_ = false;
+    retired_.clear();
+  }
+}
+
+}  // namespace rmsg::cm

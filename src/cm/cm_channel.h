@@ -1,0 +1,75 @@
+// CmChannel: one non-blocking rdma_cm event channel per EventLoop, watched by the loop,
+// that reads every queued event (until EAGAIN) and dispatches it to the handler attached
+// to its cm id (for CONNECT_REQUEST: to the listening id's handler).
+//
+// Ownership: shared (std::shared_ptr) by every listener and connection on the loop, so
+// ids accepted by a listener keep their channel after the listener is gone.
+// Threading: loop thread only. The loop must outlive the channel.
+//
+// Each event is acked right after its handler returns. A handler may destroy its own cm
+// id only through retire(): rdma_destroy_id blocks until the id's events are acked, so
+// an id retired during dispatch is destroyed after the ack (on one thread, destroying it
+// inside the handler would deadlock).
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "rmsg/event_loop.h"
+#include "rmsg/result.h"
+#include "verbs/verbs.h"
+
+namespace rmsg::cm {
+
+class CmEventHandler {
+ public:
+  // `event` is valid until the handler returns; it is acked afterwards.
+  virtual void on_cm_event(const rdma_cm_event& event) = 0;
+
+ protected:
+  CmEventHandler() = default;
+  CmEventHandler(const CmEventHandler&) = default;
+  CmEventHandler& operator=(const CmEventHandler&) = default;
+  CmEventHandler(CmEventHandler&&) = default;
+  CmEventHandler& operator=(CmEventHandler&&) = default;
+  ~CmEventHandler() = default;
+};
+
+class CmChannel : public std::enable_shared_from_this<CmChannel> {
+ public:
+  // The loop's channel, created on first use. Errors: ENODEV/ENOENT without an RDMA stack.
+  static Result<std::shared_ptr<CmChannel>> for_loop(EventLoop& loop);
+
+  CmChannel(const CmChannel&) = delete;
+  CmChannel& operator=(const CmChannel&) = delete;
+  CmChannel(CmChannel&&) = delete;
+  CmChannel& operator=(CmChannel&&) = delete;
+  ~CmChannel();
+
+  EventLoop& loop() const noexcept { return loop_; }
+  rdma_event_channel* get() const noexcept { return channel_.get(); }
+
+  // rdma_create_id on this channel, attached to `handler`.
+  Result<verbs::CmId> create_id(CmEventHandler* handler);
+  // Routes the events of `id` to `handler` (replacing any earlier one) / stops routing.
+  void attach(rdma_cm_id* id, CmEventHandler* handler);
+  void detach(rdma_cm_id* id);
+  // Detaches and destroys `id` now, or after the event being dispatched is acked.
+  void retire(verbs::CmId id);
+
+  // Reads and dispatches every queued event (the loop calls this when the fd is readable).
+  void drain();
+
+ private:
+  CmChannel(EventLoop& loop, verbs::EventChannel channel);
+
+  EventLoop& loop_;
+  verbs::EventChannel channel_;
+  WatchId watch_ = 0;
+  std::unordered_map<rdma_cm_id*, CmEventHandler*> handlers_;
+  bool dispatching_ = false;
+  std::vector<verbs::CmId> retired_;  // destroyed before the channel (declared after it)
+};
+
+}  // namespace rmsg::cm

@@ -1,0 +1,54 @@
+// Credits: the receive-side flow control of an RDMA stream (docs/protocol.md, Credits).
+// A sender may post a SEND only when the peer has a receive posted for it; one credit is
+// one such receive. Pure bookkeeping, no verbs: unit-tested on its own.
+//
+// Invariants that make it neither starve nor loop:
+//   - data and FIN need 2 credits (the last one is kept for a credit-only message);
+//   - a credit-only message is sent only when at least `threshold` (>= 2) re-posted
+//     receives wait to be returned, so the single receive it consumes at the peer can
+//     never by itself make the peer answer with another credit-only message;
+//   - every message (data, FIN, credit) returns everything owed in its immediate data.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "rdma/wire.h"
+
+namespace rmsg::rdma {
+
+class Credits {
+ public:
+  // `initial`: the peer's recv_block_count; `own_recv_blocks`: ours (sets the threshold).
+  void reset(std::uint32_t initial, std::uint32_t own_recv_blocks) noexcept {
+    credits_ = initial;
+    owed_ = 0;
+    threshold_ = std::max<std::uint32_t>(2, own_recv_blocks / 2);
+  }
+
+  std::uint32_t available() const noexcept { return credits_; }
+  std::uint32_t owed() const noexcept { return owed_; }
+  std::uint32_t threshold() const noexcept { return threshold_; }
+
+  bool can_send_data() const noexcept { return credits_ >= 2; }
+  bool should_send_credit() const noexcept { return credits_ >= 1 && owed_ >= threshold_; }
+
+  // A message is being posted: takes what it returns (for its immediate data).
+  std::uint16_t take_owed() noexcept {
+    const auto n = std::min(owed_, wire::kMaxCreditsPerMessage);
+    owed_ -= n;
+    return static_cast<std::uint16_t>(n);
+  }
+  // Undoes take_owed when the post failed.
+  void restore_owed(std::uint16_t n) noexcept { owed_ += n; }
+  void on_sent() noexcept { --credits_; }
+  void on_granted(std::uint32_t n) noexcept { credits_ += n; }
+  void on_reposted(std::uint32_t n = 1) noexcept { owed_ += n; }
+
+ private:
+  std::uint32_t credits_ = 0;
+  std::uint32_t owed_ = 0;
+  std::uint32_t threshold_ = 2;
+};
+
+}  // namespace rmsg::rdma

@@ -1,0 +1,168 @@
+// RdmaStream: rmsg::Stream over an RC queue pair (S2.1-S2.6 plus credits).
+//
+// Setup (stream_setup.cc) runs through cm::CmConnection; this class is its delegate and
+// obtains its ConnResources through ResourceHooks at the CM's seam. The data path
+// (stream_datapath.cc):
+//   send  a ring of K blocks; write() reaps the send CQ only when the free blocks do not
+//         cover the bytes asked (S2.3/S2.4), copies into blocks by index (S2.5) and posts
+//         one SEND_WITH_IMM per block, selectively signalled: a WR is signalled when it
+//         takes the last free block or the send queue's last data slot, or every K/2 WRs,
+//         so a blocked writer always has a completion coming that frees space.
+//   recv  R blocks, all posted before connect/accept; completions queue blocks with their
+//         lengths; read() copies across blocks and re-posts each consumed one (S2.6). An
+//         invalid completion fails this stream only.
+//   flow  Credits (credits.h): no SEND without a peer receive for it.
+//
+// Threading: loop thread only. Ownership: the Stream handle owns it once established;
+// before that the listener (passive) or the stream itself (active connect) does.
+#pragma once
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "cm/cm_connection.h"
+#include "rdma/credits.h"
+#include "rdma/resources.h"
+#include "rdma/wire.h"
+#include "rmsg/rdma.h"
+#include "rmsg/stream.h"
+
+namespace rmsg::rdma {
+
+class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
+ public:
+  // Runs once, deferred (never inside a CM event or a caller's call): established or not.
+  using SetupDone = std::function<void(std::error_code)>;
+
+  static Result<std::unique_ptr<RdmaStream>> create(EventLoop& loop, const RdmaOptions& options,
+                                                    ResourceHooks hooks);
+  RdmaStream(const RdmaStream&) = delete;
+  RdmaStream& operator=(const RdmaStream&) = delete;
+  RdmaStream(RdmaStream&&) = delete;
+  RdmaStream& operator=(RdmaStream&&) = delete;
+  ~RdmaStream() override;
+
+  Result<void> start_connect(const SocketAddress& peer, SetupDone done);
+  // Inside the listener's CONNECT_REQUEST dispatch; `peer` is the request's hello.
+  Result<void> start_accept(const rdma_cm_event& request, const wire::Hello& peer,
+                            SetupDone done);
+  // An active connect owns its stream until the result is delivered.
+  void hold_self(std::unique_ptr<RdmaStream> self) { self_ = std::move(self); }
+  std::unique_ptr<RdmaStream> release_self() { return std::move(self_); }
+
+  RdmaStreamInfo info() const;
+
+  Result<std::size_t> write(std::span<const std::byte> data) override;
+  Result<std::size_t> read(std::span<std::byte> buf) override;
+  void on_readable(Task callback) override;
+  void on_writable(Task callback) override;
+  Result<void> shutdown_write() override;
+  void close() override;
+  std::error_code error() const override;
+  const char* transport() const override { return "rdma"; }
+  std::string local_address() const override;
+  std::string peer_address() const override;
+  EventLoop& loop() const override { return loop_; }
+
+ private:
+  struct Ready {
+    std::uint32_t block;
+    std::uint32_t len;
+    std::uint32_t offset;
+  };
+
+  RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
+             ResourceHooks hooks, std::shared_ptr<cm::CmChannel> channel);
+
+  // cm::CmConnection::Delegate (stream_setup.cc)
+  Result<ibv_qp*> cm_acquire(rdma_cm_id* id, std::span<const std::byte> peer) override;
+  Result<void> cm_post_receives() override;
+  std::span<const std::byte> cm_private_data() override;
+  Result<void> cm_check_reply(std::span<const std::byte> peer) override;
+  std::error_code cm_rejected(int status, std::span<const std::byte> data) override;
+  void cm_established() override;
+  void cm_failed(std::error_code ec) override;
+  void cm_disconnected() override;
+
+  // setup and teardown (stream_setup.cc)
+  void negotiate(const wire::Hello& peer);
+  Result<void> watch_completions();
+  void unwatch_completions();
+  void on_cq_event(bool send);
+  void finish_setup(std::error_code ec);
+  void move_qp_to_error();
+  void release_resources();
+
+  // data path (stream_datapath.cc)
+  bool poll_completions();
+  int poll_send_cq();
+  int poll_recv_cq();
+  void on_send_completion(const ibv_wc& wc);
+  void on_recv_completion(const ibv_wc& wc);
+  Result<void> post_message(wire::MsgType type, const std::byte* src, std::uint32_t len);
+  Result<void> repost(std::uint32_t block);
+  void flush_control();
+  void fail(std::error_code ec);
+  void schedule_notify();
+  bool readable_now() const;
+  bool writable_now() const;
+  std::uint32_t free_blocks() const noexcept {
+    return geometry_.send_block_count - (send_head_ - send_tail_);
+  }
+  std::uint32_t sq_free() const noexcept {
+    return geometry_.sq_depth() - static_cast<std::uint32_t>(wr_seq_ - wr_done_);
+  }
+
+  EventLoop& loop_;
+  RdmaOptions options_;
+  Geometry geometry_;
+  ResourceHooks hooks_;
+  std::shared_ptr<cm::CmChannel> channel_;
+  std::unique_ptr<ConnResources> res_;
+  std::array<std::byte, wire::kHelloSize> hello_{};
+  SetupDone setup_done_;
+  Task on_readable_;
+  Task on_writable_;
+
+  // negotiated
+  std::uint32_t max_message_ = 0;
+  std::uint32_t peer_recv_blocks_ = 0;
+  Credits credits_;
+
+  // send ring and send queue (monotonic counters; block index = counter % K)
+  std::uint32_t send_head_ = 0;  // next block to fill
+  std::uint32_t send_tail_ = 0;  // oldest block not known complete
+  std::uint64_t wr_seq_ = 0;     // next send WR sequence number
+  std::uint64_t wr_done_ = 0;    // every WR below this completed
+  std::vector<std::uint32_t> wr_block_end_;  // per WR (seq % sq depth): send_head_ after it
+  std::uint32_t unsignalled_ = 0;
+
+  // receive ring
+  std::deque<Ready> ready_;
+
+  // state
+  bool passive_ = false;
+  bool established_ = false;
+  bool shutdown_ = false;     // shutdown_write() called
+  bool fin_pending_ = false;  // FIN still to post
+  bool peer_fin_ = false;     // FIN received: EOF after the queued data
+  bool peer_gone_ = false;    // disconnected after its FIN: writes get peer_closed
+  bool qp_error_ = false;     // QP moved to ERR: flushed completions are expected
+  bool closed_ = false;
+  bool notify_scheduled_ = false;
+  std::error_code error_;
+
+  WatchId send_watch_ = 0;
+  WatchId recv_watch_ = 0;
+  std::uint64_t poller_ = 0;
+  RdmaStreamInfo stats_;
+
+  std::unique_ptr<RdmaStream> self_;           // active connect until delivered
+  std::unique_ptr<cm::CmConnection> cm_;       // destroyed before res_ (declared after)
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards deferred tasks
+};
+
+}  // namespace rmsg::rdma

@@ -1,0 +1,293 @@
+// RdmaStream: data path — write (S2.3-S2.5), read (S2.6), completions, credits, readiness.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "rdma/rdma_stream.h"
+#include "rmsg/log.h"
+
+namespace rmsg::rdma {
+namespace {
+
+constexpr int kPollBatch = 16;
+
+}  // namespace
+
+Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
+  if (closed_) return Errc::closed;
+  if (data.empty()) return Errc::invalid_argument;
+  if (error_) return error_;
+  if (shutdown_) return Errc::shutdown;
+  if (peer_gone_) return Errc::peer_closed;
+  if (!established_) return Errc::not_connected;
+  // S2.3/S2.4: reap only when the free blocks cannot take everything asked for.
+  const std::size_t blocks_needed = (data.size() + max_message_ - 1) / max_message_;
+  if (free_blocks() < blocks_needed || sq_free() < blocks_needed + 1) poll_send_cq();
+  std::size_t done = 0;
+  while (done < data.size() && !error_) {
+    if (!credits_.can_send_data()) {
+      ++stats_.credit_stalls;
+      break;
+    }
+    if (free_blocks() == 0 || sq_free() < 2) break;  // one SQ slot stays for control
+    const auto len =
+        static_cast<std::uint32_t>(std::min<std::size_t>(max_message_, data.size() - done));
+    std::byte* block = res_->send_block(send_head_ % geometry_.send_block_count);
+    std::memcpy(block, data.data() + done, len);  // S2.5: by block index
+    if (auto r = post_message(wire::MsgType::data, block, len); !r) {
+      fail(r.error());
+      break;
+    }
+    done += len;
+  }
+  if (done == 0) return error_ ? Result<std::size_t>(error_) : Errc::would_block;
+  return done;
+}
+
+Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
+  if (closed_) return Errc::closed;
+  if (buf.empty()) return Errc::invalid_argument;
+  if (ready_.empty() && res_ && !qp_error_) poll_recv_cq();  // S2.6: nothing buffered
+  std::size_t done = 0;
+  while (done < buf.size() && !ready_.empty()) {
+    Ready& r = ready_.front();
+    const std::size_t n = std::min<std::size_t>(buf.size() - done, r.len - r.offset);
+    std::memcpy(buf.data() + done, res_->recv_block(r.block) + r.offset, n);
+    r.offset += static_cast<std::uint32_t>(n);
+    done += n;
+    if (r.offset == r.len) {
+      const std::uint32_t block = r.block;
+      ready_.pop_front();
+      if (!error_ && !qp_error_) {
+        if (auto rp = repost(block); !rp) fail(rp.error());
+      }
+    }
+  }
+  if (done > 0) {
+    flush_control();
+    return done;
+  }
+  if (error_) return error_;
+  if (peer_fin_) return std::size_t{0};
+  return Errc::would_block;
+}
+
+void RdmaStream::on_readable(Task callback) {
+  on_readable_ = std::move(callback);
+  schedule_notify();
+}
+
+void RdmaStream::on_writable(Task callback) {
+  on_writable_ = std::move(callback);
+  schedule_notify();
+}
+
+Result<void> RdmaStream::shutdown_write() {
+  if (closed_) return Errc::closed;
+  if (error_) return error_;
+  if (shutdown_) return {};
+  shutdown_ = true;
+  fin_pending_ = true;
+  flush_control();
+  return {};
+}
+
+Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src,
+                                      std::uint32_t len) {
+  const bool data = type == wire::MsgType::data;
+  const std::uint32_t blocks_after = free_blocks() - (data ? 1 : 0);
+  const std::uint32_t sq_after = sq_free() - 1;
+  const std::uint32_t interval = std::max<std::uint32_t>(1, geometry_.send_block_count / 2);
+  // Without a signalled WR at the point where space runs out, no completion would come to
+  // free it, and writable readiness would never fire again.
+  const bool signal = blocks_after == 0 || sq_after <= 1 || unsignalled_ + 1 >= interval;
+  const std::uint16_t returned = credits_.take_owed();
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), len, res_->send_mr->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, wr_seq_);
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htonl(wire::encode_imm(type, returned));
+  wr.sg_list = len > 0 ? &sge : nullptr;
+  wr.num_sge = len > 0 ? 1 : 0;
+  unsigned flags = signal ? unsigned{IBV_SEND_SIGNALED} : 0u;
+  if (len > 0 && len <= res_->inline_granted) flags |= IBV_SEND_INLINE;
+  wr.send_flags = flags;
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(res_->qp.get(), &wr, &bad); rc != 0) {
+    credits_.restore_owed(returned);
+    return errno_code(rc);
+  }
+  credits_.on_sent();
+  if (data) {
+    ++send_head_;
+    ++stats_.data_messages_sent;
+  } else if (type == wire::MsgType::credit) {
+    ++stats_.credit_messages_sent;
+  }
+  wr_block_end_[wr_seq_ % wr_block_end_.size()] = send_head_;
+  ++wr_seq_;
+  unsignalled_ = signal ? 0 : unsignalled_ + 1;
+  return {};
+}
+
+Result<void> RdmaStream::repost(std::uint32_t block) {
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(block)),
+              geometry_.recv_block_size, res_->recv_mr->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::recv, block);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  RMSG_TRY(verbs::check_rc(ibv_post_recv(res_->qp.get(), &wr, &bad)));
+  credits_.on_reposted();
+  return {};
+}
+
+void RdmaStream::flush_control() {
+  if (!established_ || error_ || closed_ || qp_error_) return;
+  if (fin_pending_ && credits_.can_send_data() && sq_free() >= 1) {
+    if (auto r = post_message(wire::MsgType::fin, nullptr, 0); !r) return fail(r.error());
+    fin_pending_ = false;
+  }
+  if (credits_.should_send_credit() && sq_free() >= 1) {
+    if (auto r = post_message(wire::MsgType::credit, nullptr, 0); !r) return fail(r.error());
+  }
+}
+
+bool RdmaStream::poll_completions() {
+  if (!res_) return false;
+  const int n = poll_send_cq() + poll_recv_cq();
+  if (n > 0) {
+    flush_control();
+    schedule_notify();
+  }
+  return n > 0;
+}
+
+int RdmaStream::poll_send_cq() {
+  ibv_wc wc[kPollBatch];
+  int total = 0;
+  for (;;) {
+    const int n = ibv_poll_cq(res_->send_cq.get(), kPollBatch, wc);
+    if (n < 0) {
+      fail(make_error_code(Errc::device_error));
+      return total;
+    }
+    for (int i = 0; i < n; ++i) on_send_completion(wc[i]);
+    total += n;
+    if (n < kPollBatch) return total;
+  }
+}
+
+int RdmaStream::poll_recv_cq() {
+  ibv_wc wc[kPollBatch];
+  int total = 0;
+  for (;;) {
+    const int n = ibv_poll_cq(res_->recv_cq.get(), kPollBatch, wc);
+    if (n < 0) {
+      fail(make_error_code(Errc::device_error));
+      return total;
+    }
+    for (int i = 0; i < n; ++i) on_recv_completion(wc[i]);
+    total += n;
+    if (n < kPollBatch) return total;
+  }
+}
+
+void RdmaStream::on_send_completion(const ibv_wc& wc) {
+  if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
+  const std::uint64_t seq = wire::wr_index(wc.wr_id);
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
+      RMSG_LOG(warn, "rdma send completion: %s", ibv_wc_status_str(wc.status));
+      fail(make_wc_error(wc.status));
+    }
+    return;
+  }
+  // Completions arrive in order: one signalled WR completes every WR before it.
+  if (seq >= wr_done_ && seq < wr_seq_) {
+    wr_done_ = seq + 1;
+    send_tail_ = wr_block_end_[seq % wr_block_end_.size()];
+  }
+  ++stats_.send_completions;
+}
+
+void RdmaStream::on_recv_completion(const ibv_wc& wc) {
+  if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
+      RMSG_LOG(warn, "rdma receive completion: %s (%u bytes)", ibv_wc_status_str(wc.status),
+               wc.byte_len);
+      fail(make_wc_error(wc.status));
+    }
+    return;
+  }
+  if (error_) return;
+  const auto block = static_cast<std::uint32_t>(wire::wr_index(wc.wr_id));
+  auto imm = wire::decode_imm(ntohl(wc.imm_data));
+  const bool ok_opcode = wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+  if (!ok_opcode || !imm || block >= geometry_.recv_block_count) {
+    RMSG_LOG(warn, "rdma: invalid receive completion (opcode %d, flags %#x)", wc.opcode,
+             wc.wc_flags);
+    return fail(make_error_code(Errc::protocol_error));
+  }
+  credits_.on_granted(imm->credits);
+  const bool is_data = imm->type == wire::MsgType::data;
+  const bool bad_len =
+      is_data ? (wc.byte_len == 0 || wc.byte_len > geometry_.recv_block_size) : wc.byte_len != 0;
+  if (bad_len || (peer_fin_ && imm->type != wire::MsgType::credit)) {
+    RMSG_LOG(warn, "rdma: invalid message (type %d, %u bytes%s)", static_cast<int>(imm->type),
+             wc.byte_len, peer_fin_ ? ", after FIN" : "");
+    return fail(make_error_code(Errc::protocol_error));
+  }
+  if (is_data) {
+    ready_.push_back({block, wc.byte_len, 0});
+    return;
+  }
+  if (imm->type == wire::MsgType::fin) peer_fin_ = true;
+  if (auto r = repost(block); !r) fail(r.error());
+}
+
+void RdmaStream::fail(std::error_code ec) {
+  if (error_ || closed_) return;
+  error_ = ec;
+  RMSG_LOG(warn, "rdma stream failed: %s", ec.message().c_str());
+  if (cm_) cm_->disconnect();  // the peer learns at once
+  move_qp_to_error();
+  if (!established_) finish_setup(ec);
+  schedule_notify();
+}
+
+bool RdmaStream::readable_now() const {
+  return !ready_.empty() || peer_fin_ || error_;
+}
+
+bool RdmaStream::writable_now() const {
+  if (error_ || peer_gone_) return true;  // write() reports it
+  return established_ && !shutdown_ && credits_.can_send_data() && free_blocks() > 0 &&
+         sq_free() >= 2;
+}
+
+void RdmaStream::schedule_notify() {
+  if (notify_scheduled_ || closed_) return;
+  if (!(on_readable_ && readable_now()) && !(on_writable_ && writable_now())) return;
+  notify_scheduled_ = true;
+  loop_.defer([this, weak = std::weak_ptr<int>(alive_)] {
+    if (weak.expired()) return;
+    notify_scheduled_ = false;
+    if (on_readable_ && readable_now()) {
+      Task cb = on_readable_;
+      cb();
+      if (weak.expired()) return;
+    }
+    if (on_writable_ && writable_now()) {
+      Task cb = on_writable_;
+      cb();
+      if (weak.expired()) return;
+    }
+    schedule_notify();  // level-triggered: again next iteration while it still holds
+  });
+}
+
+}  // namespace rmsg::rdma

@@ -1,0 +1,254 @@
+// RdmaStream: control path — the CM delegate (the resource seam, handshake private data,
+// negotiation), completion-channel watching, close and teardown.
+#include <cerrno>
+
+#include "rdma/rdma_stream.h"
+#include "rmsg/log.h"
+
+namespace rmsg::rdma {
+namespace {
+
+constexpr int kRejectConsumerDefined = 28;  // IB CM: rejected by the peer application
+constexpr int kRejectInvalidServiceId = 8;  // IB CM: nothing listens on that port
+
+cm::CmTuning tuning_from(const RdmaOptions& o) {
+  return cm::CmTuning{o.retry_count, o.rnr_retry_count, o.ack_timeout, o.resolve_timeout,
+                      o.connect_timeout};
+}
+
+std::string address_string(const sockaddr* sa) {
+  if (sa == nullptr || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) return {};
+  const socklen_t len = sa->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  return SocketAddress::from_sockaddr(sa, len).to_string();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop,
+                                                       const RdmaOptions& options,
+                                                       ResourceHooks hooks) {
+  auto geometry = geometry_from(options);
+  if (!geometry) return geometry.error();
+  auto channel = cm::CmChannel::for_loop(loop);
+  if (!channel) return channel.error();
+  if (!hooks.acquire) hooks = default_resource_hooks();
+  return std::unique_ptr<RdmaStream>(new RdmaStream(loop, options, geometry.value(),
+                                                    std::move(hooks),
+                                                    std::move(channel).value()));
+}
+
+RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
+                       ResourceHooks hooks, std::shared_ptr<cm::CmChannel> channel)
+    : loop_(loop),
+      options_(options),
+      geometry_(geometry),
+      hooks_(std::move(hooks)),
+      channel_(std::move(channel)) {}
+
+RdmaStream::~RdmaStream() { close(); }
+
+Result<void> RdmaStream::start_connect(const SocketAddress& peer, SetupDone done) {
+  setup_done_ = std::move(done);
+  cm_ = std::make_unique<cm::CmConnection>(channel_, static_cast<Delegate&>(*this),
+                                           tuning_from(options_));
+  return cm_->connect(peer);
+}
+
+Result<void> RdmaStream::start_accept(const rdma_cm_event& request, const wire::Hello& peer,
+                                      SetupDone done) {
+  passive_ = true;
+  setup_done_ = std::move(done);
+  negotiate(peer);
+  cm_ = std::make_unique<cm::CmConnection>(channel_, static_cast<Delegate&>(*this),
+                                           tuning_from(options_));
+  return cm_->accept(request);
+}
+
+void RdmaStream::negotiate(const wire::Hello& peer) {
+  max_message_ = std::min(geometry_.send_block_size, peer.recv_block_size);
+  peer_recv_blocks_ = peer.recv_block_count;
+  credits_.reset(peer.recv_block_count, geometry_.recv_block_count);
+}
+
+Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte> /*peer*/) {
+  auto res = hooks_.acquire(id->verbs, geometry_);
+  if (!res) return res.error();
+  res_ = std::move(res).value();
+  ++res_->generation;
+  wr_block_end_.assign(geometry_.sq_depth(), 0);
+  RMSG_TRY(watch_completions());
+  wire::Hello h;
+  h.kind = passive_ ? wire::HelloKind::accept : wire::HelloKind::request;
+  h.recv_block_size = geometry_.recv_block_size;
+  h.recv_block_count = geometry_.recv_block_count;
+  h.send_block_size = geometry_.send_block_size;
+  h.send_block_count = geometry_.send_block_count;
+  h.inline_size = res_->inline_granted;
+  hello_ = wire::encode_hello(h);
+  return res_->qp.get();
+}
+
+Result<void> RdmaStream::cm_post_receives() {
+  for (std::uint32_t i = 0; i < geometry_.recv_block_count; ++i) {
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(i)),
+                geometry_.recv_block_size, res_->recv_mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::recv, i);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    RMSG_TRY(verbs::check_rc(ibv_post_recv(res_->qp.get(), &wr, &bad)));
+  }
+  return {};
+}
+
+std::span<const std::byte> RdmaStream::cm_private_data() { return hello_; }
+
+Result<void> RdmaStream::cm_check_reply(std::span<const std::byte> peer) {
+  auto hello = wire::decode_hello(peer);
+  if (!hello) return hello.error();
+  if (hello->kind != wire::HelloKind::accept) return Errc::protocol_error;
+  negotiate(hello.value());
+  return {};
+}
+
+std::error_code RdmaStream::cm_rejected(int status, std::span<const std::byte> data) {
+  if (status == kRejectInvalidServiceId) return make_error_code(Errc::connection_refused);
+  if (status == kRejectConsumerDefined) {
+    auto hello = wire::decode_hello(data);
+    if (hello.is(Errc::version_mismatch)) return hello.error();
+    if (hello && hello->kind == wire::HelloKind::reject) {
+      switch (hello->reason) {
+        case wire::RejectReason::version: return make_error_code(Errc::version_mismatch);
+        case wire::RejectReason::malformed: return make_error_code(Errc::protocol_error);
+        case wire::RejectReason::resources:
+          return make_error_code(Errc::resource_exhausted);
+        case wire::RejectReason::none: break;
+      }
+    }
+  }
+  RMSG_LOG(info, "rdma connect rejected, CM status %d", status);
+  return make_error_code(Errc::rejected);
+}
+
+void RdmaStream::cm_established() {
+  established_ = true;
+  flush_control();
+  finish_setup({});
+  schedule_notify();
+}
+
+void RdmaStream::cm_failed(std::error_code ec) { fail(ec); }
+
+void RdmaStream::cm_disconnected() {
+  if (res_ && !qp_error_) poll_recv_cq();  // what arrived before the peer's disconnect
+  if (!error_) {
+    if (peer_fin_) {
+      peer_gone_ = true;
+    } else {
+      fail(make_error_code(Errc::connection_reset));
+    }
+  }
+  move_qp_to_error();
+  schedule_notify();
+}
+
+void RdmaStream::finish_setup(std::error_code ec) {
+  if (!setup_done_) return;
+  loop_.defer([this, weak = std::weak_ptr<int>(alive_), ec] {
+    if (weak.expired() || !setup_done_) return;
+    auto done = std::move(setup_done_);
+    setup_done_ = {};
+    done(ec);  // may destroy this stream
+  });
+}
+
+Result<void> RdmaStream::watch_completions() {
+  for (const bool send : {true, false}) {
+    auto& cq = send ? res_->send_cq : res_->recv_cq;
+    RMSG_TRY(verbs::check_rc(ibv_req_notify_cq(cq.get(), 0)));
+    const int fd = (send ? res_->send_channel : res_->recv_channel)->fd;
+    auto w = loop_.watch(fd, kReadable, [this, send](std::uint32_t) { on_cq_event(send); });
+    if (!w) return w.error();
+    (send ? send_watch_ : recv_watch_) = w.value();
+  }
+  // Runs only while the loop is in busy-poll mode.
+  poller_ = loop_.add_poller([this] { return poll_completions(); });
+  return {};
+}
+
+void RdmaStream::unwatch_completions() {
+  loop_.unwatch(std::exchange(send_watch_, 0));
+  loop_.unwatch(std::exchange(recv_watch_, 0));
+  if (poller_ != 0) loop_.remove_poller(std::exchange(poller_, 0));
+}
+
+void RdmaStream::on_cq_event(bool send) {
+  auto& channel = send ? res_->send_channel : res_->recv_channel;
+  auto& cq = send ? res_->send_cq : res_->recv_cq;
+  unsigned events = 0;
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  while (ibv_get_cq_event(channel.get(), &ev_cq, &ev_ctx) == 0) ++events;
+  cq.note_events(events);
+  // Re-arm before polling: a completion landing after the poll then raises a new event.
+  if (const int rc = ibv_req_notify_cq(cq.get(), 0); rc != 0) fail(errno_code(rc));
+  poll_completions();
+}
+
+void RdmaStream::move_qp_to_error() {
+  if (!res_ || qp_error_) return;
+  qp_error_ = true;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  if (const int rc = ibv_modify_qp(res_->qp.get(), &attr, IBV_QP_STATE); rc != 0) {
+    RMSG_LOG(warn, "rdma: QP to ERR failed: %d", rc);
+  }
+}
+
+void RdmaStream::release_resources() {
+  if (!res_) return;
+  if (hooks_.release) {
+    hooks_.release(std::move(res_), !error_);  // a stream that failed leaves a failed QP
+  } else {
+    res_.reset();
+  }
+}
+
+void RdmaStream::close() {
+  if (closed_) return;
+  closed_ = true;
+  on_readable_ = {};
+  on_writable_ = {};
+  setup_done_ = {};
+  if (res_) unwatch_completions();
+  cm_.reset();  // rdma_disconnect (the peer sees DISCONNECTED), id retired
+  move_qp_to_error();
+  release_resources();
+  alive_.reset();  // deferred tasks of this stream become no-ops
+}
+
+std::error_code RdmaStream::error() const {
+  if (error_) return error_;
+  if (closed_) return make_error_code(Errc::closed);
+  return {};
+}
+
+std::string RdmaStream::local_address() const {
+  return cm_ && cm_->id() ? address_string(rdma_get_local_addr(cm_->id())) : std::string();
+}
+
+std::string RdmaStream::peer_address() const {
+  return cm_ && cm_->id() ? address_string(rdma_get_peer_addr(cm_->id())) : std::string();
+}
+
+RdmaStreamInfo RdmaStream::info() const {
+  RdmaStreamInfo i = stats_;
+  i.max_message = max_message_;
+  i.inline_granted = res_ ? res_->inline_granted : 0;
+  i.credits = credits_.available();
+  i.peer_recv_blocks = peer_recv_blocks_;
+  return i;
+}
+
+}  // namespace rmsg::rdma

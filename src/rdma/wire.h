@@ -1,0 +1,103 @@
+// The RDMA stream's wire format: everything a peer sees. docs/protocol.md is the prose
+// specification; the constants below repeat its tables. All multi-byte fields are
+// big-endian (network order).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "rmsg/result.h"
+
+namespace rmsg::rdma::wire {
+
+// ---- Hello: the private data of connect request, accept reply and reject (32 bytes).
+//  off size field
+//   0   4   magic 0x524D5347 ("RMSG")
+//   4   1   version (kVersion)
+//   5   1   length of this block in bytes (32 in version 1)
+//   6   1   kind (HelloKind)
+//   7   1   reject reason (RejectReason; 0 unless kind == reject)
+//   8   4   recv_block_size: bytes per receive block = largest SEND the sender accepts
+//  12   4   recv_block_count: receives posted before the handshake = initial credits
+//  16   4   send_block_size   (informational)
+//  20   4   send_block_count  (informational)
+//  24   4   inline_size granted by the sender's device (informational)
+//  28   4   epoch: 0 in version 1 (a connection manager's connection epoch later)
+inline constexpr std::uint32_t kMagic = 0x524D5347;
+inline constexpr std::uint8_t kVersion = 1;
+inline constexpr std::size_t kHelloSize = 32;
+inline constexpr std::size_t kMaxConnectPrivateData = 56;  // IB CM REQ limit via rdma_cm
+static_assert(kHelloSize <= kMaxConnectPrivateData);
+inline constexpr std::uint32_t kMinRecvBlocks = 4;  // see Credits: threshold >= 2
+
+enum class HelloKind : std::uint8_t { request = 1, accept = 2, reject = 3 };
+enum class RejectReason : std::uint8_t {
+  none = 0,
+  version = 1,    // the request's version is not ours; our version is in the reply
+  malformed = 2,  // bad magic, length or field values
+  resources = 3,  // the acceptor could not obtain resources
+};
+
+struct Hello {
+  HelloKind kind = HelloKind::request;
+  std::uint8_t version = kVersion;
+  RejectReason reason = RejectReason::none;
+  std::uint32_t recv_block_size = 0;
+  std::uint32_t recv_block_count = 0;
+  std::uint32_t send_block_size = 0;
+  std::uint32_t send_block_count = 0;
+  std::uint32_t inline_size = 0;
+  std::uint32_t epoch = 0;
+};
+
+std::array<std::byte, kHelloSize> encode_hello(const Hello& hello);
+// Received private data is zero-padded by the CM, so the block's own length field says
+// where it ends. Errors: Errc::protocol_error (short, bad magic or length, a request or
+// accept with recv_block_size 0 or recv_block_count < kMinRecvBlocks),
+// Errc::version_mismatch (magic right, version not kVersion; `version` is still set).
+Result<Hello> decode_hello(std::span<const std::byte> data);
+
+// ---- Immediate data (__be32) of every SEND_WITH_IMM.
+//  bits 31..24  reserved, 0 (non-zero -> protocol error)
+//  bits 23..16  message type (MsgType)
+//  bits 15..0   credits returned: receives the sender re-posted since its last message
+enum class MsgType : std::uint8_t {
+  data = 0,    // 1..peer recv_block_size payload bytes of the stream
+  credit = 1,  // no payload: returns credits only
+  fin = 2,     // no payload: orderly end of the sender's byte stream
+};
+inline constexpr std::uint32_t kMaxCreditsPerMessage = 0xFFFF;
+
+struct Imm {
+  MsgType type = MsgType::data;
+  std::uint16_t credits = 0;
+};
+// Host-order values; the caller converts with htonl/ntohl.
+constexpr std::uint32_t encode_imm(MsgType type, std::uint16_t credits) noexcept {
+  return (static_cast<std::uint32_t>(type) << 16) | credits;
+}
+Result<Imm> decode_imm(std::uint32_t imm);
+
+// ---- wr_id of every work request (local only, never on the wire).
+//  bits 63..48 generation of the connection structure (stale completions of an earlier
+//  use are recognised), bits 47..40 kind, bits 39..0 index (receive block / send sequence)
+enum class WrKind : std::uint8_t { recv = 1, send = 2 };
+constexpr std::uint64_t make_wr_id(std::uint16_t gen, WrKind kind, std::uint64_t index) noexcept {
+  return (static_cast<std::uint64_t>(gen) << 48) | (static_cast<std::uint64_t>(kind) << 40) |
+         (index & ((std::uint64_t{1} << 40) - 1));
+}
+constexpr std::uint16_t wr_generation(std::uint64_t wr_id) noexcept {
+  return static_cast<std::uint16_t>(wr_id >> 48);
+}
+constexpr WrKind wr_kind(std::uint64_t wr_id) noexcept {
+  return static_cast<WrKind>((wr_id >> 40) & 0xFF);
+}
+constexpr std::uint64_t wr_index(std::uint64_t wr_id) noexcept {
+  return wr_id & ((std::uint64_t{1} << 40) - 1);
+}
+static_assert(wr_index(make_wr_id(7, WrKind::send, 12345)) == 12345);
+static_assert(wr_generation(make_wr_id(7, WrKind::send, 12345)) == 7);
+
+}  // namespace rmsg::rdma::wire
