@@ -1,0 +1,95 @@
+// rmsg-info: a short self-check that prints what this build and this machine offer:
+// the transports built in, the RDMA devices and their ports, and a TCP loopback
+// round trip through rmsg itself. Exit status 1 when the self-check fails.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "rdma_devices.h"
+#include "rmsg/event_loop.h"
+#include "rmsg/tcp.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using rmsg::Result;
+using rmsg::Stream;
+
+void print_transports() {
+  std::printf("transports: tcp");
+#if defined(RMSG_WITH_RDMA) && defined(RMSG_INFO_RDMA_STREAM)
+  std::printf(", rdma\n");
+#elif defined(RMSG_WITH_RDMA)
+  std::printf(" (rdma: verbs support built, the rdma stream not yet)\n");
+#else
+  std::printf(" (rdma: not built, RMSG_WITH_RDMA=OFF)\n");
+#endif
+}
+
+void print_memlock() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &lim) != 0) return;
+  if (lim.rlim_cur == RLIM_INFINITY) {
+    std::printf("memlock limit: unlimited\n");
+  } else {
+    std::printf("memlock limit: %llu KiB (RDMA registers its rings against it)\n",
+                static_cast<unsigned long long>(lim.rlim_cur / 1024));
+  }
+}
+
+// Listener and client on one loop thread, one round trip of 5 bytes.
+bool tcp_self_check() {
+  auto loop = rmsg::EventLoop::create();
+  if (!loop) {
+    std::printf("tcp self-check: FAILED, no event loop: %s\n", loop.error().message().c_str());
+    return false;
+  }
+  auto& l = **loop;
+  Stream server;
+  auto addr = rmsg::SocketAddress::parse("127.0.0.1:0").value();
+  auto listener = rmsg::tcp_listen(l, addr, {}, [&](Stream s) { server = std::move(s); });
+  if (!listener) {
+    std::printf("tcp self-check: FAILED, listen: %s\n", listener.error().message().c_str());
+    return false;
+  }
+  addr.set_port(listener->port());
+  const auto start = rmsg::Clock::now();
+  std::optional<Result<Stream>> client;
+  rmsg::tcp_connect(l, addr, {}, [&](Result<Stream> r) { client.emplace(std::move(r)); });
+  char buf[8] = {};
+  bool sent = false;
+  std::size_t got = 0;
+  const bool ok = l.run_for(
+      [&] {
+        if (!client || !server.valid()) return false;
+        if (!client->ok()) return true;
+        if (!sent) sent = (*client)->write("hello", 5).ok();
+        auto n = server.read(buf + got, sizeof buf - got);
+        if (n.ok()) got += *n;
+        return got >= 5;
+      },
+      5s);
+  const auto us = std::chrono::duration<double, std::micro>(rmsg::Clock::now() - start).count();
+  if (!ok || !client->ok() || std::string(buf, got) != "hello") {
+    std::printf("tcp self-check: FAILED (%s)\n",
+                client && !client->ok() ? client->error().message().c_str() : "no data");
+    return false;
+  }
+  std::printf("tcp self-check: connect + 5 bytes over %s on one loop thread: ok, %.0f us\n",
+              addr.to_string().c_str(), us);
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  std::printf("rmsg %s\n", RMSG_VERSION);
+  print_transports();
+  const int active = rmsg::info::print_rdma_devices(stdout);
+  std::printf("rdma ports active: %d\n", active);
+  print_memlock();
+  return tcp_self_check() ? 0 : 1;
+}

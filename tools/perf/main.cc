@@ -1,0 +1,198 @@
+// rmsg-perf: latency and bandwidth of rmsg's transports, each result next to a baseline
+// (plain blocking sockets) measured in the same run. See docs/perf.md.
+#include <csignal>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "options.h"
+#include "report.h"
+#include "stream_runner.h"
+
+namespace rmsg::perf {
+namespace {
+
+// The transport --transport names, or why there is none.
+const StreamTransport* choose_transport(const std::string& name, std::string& why) {
+  if (name == "auto") {
+    const auto* rdma = find_stream_transport("rdma");
+    if (rdma != nullptr && (!rdma->unavailable_reason || rdma->unavailable_reason().empty())) {
+      return rdma;
+    }
+    return find_stream_transport("tcp");
+  }
+  const auto* t = find_stream_transport(name);
+  if (t == nullptr) {
+    std::string built;
+    for (const auto* x : stream_transports()) built += std::string(x->name) + ", ";
+    why = name == "rdma" ? "the rdma transport is not built into this rmsg-perf yet"
+                         : "unknown transport '" + name + "'";
+    why += " (available: " + built + "posix, auto)";
+    return nullptr;
+  }
+  if (t->unavailable_reason) {
+    if (auto reason = t->unavailable_reason(); !reason.empty()) {
+      why = name + ": " + reason;
+      return nullptr;
+    }
+  }
+  return t;
+}
+
+struct Setup {
+  std::unique_ptr<Runner> runner;
+  std::unique_ptr<Runner> baseline;  // null: none
+  std::string host;
+};
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "rmsg-perf: %s\n", what.c_str());
+  return 1;
+}
+
+std::optional<Setup> make_setup(const Options& o, std::string& why) {
+  RunOptions ro;
+  ro.busy_poll = o.busy_poll;
+  ro.one_thread = o.one_thread;
+  Setup s;
+  s.host = o.host.empty() ? ro.host : o.host;
+  if (o.transport == "posix") {
+    s.runner = find_runner("posix")(ro);
+  } else {
+    const auto* t = choose_transport(o.transport, why);
+    if (t == nullptr) return std::nullopt;
+    if (o.host.empty() && t->local_host) s.host = t->local_host();
+    auto r = make_stream_runner(*t, ro);
+    if (!r) {
+      why = "cannot create a loop: " + r.error().message();
+      return std::nullopt;
+    }
+    s.runner = std::move(r).value();
+    if (o.baseline != "none") {
+      auto factory = find_runner(o.baseline);
+      if (!factory) {
+        why = "unknown baseline '" + o.baseline + "'";
+        return std::nullopt;
+      }
+      s.baseline = factory(ro);
+    }
+  }
+  return s;
+}
+
+SocketAddress with_port(SocketAddress a, std::uint16_t port) {
+  a.set_port(port);
+  return a;
+}
+
+// --server: serve until SIGINT/SIGTERM.
+int serve(Setup& s, const std::string& where) {
+  auto addr = SocketAddress::parse(where);
+  if (!addr) return fail("bad --server address '" + where + "' (numeric ADDR:PORT)");
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
+  auto main_server = s.runner->start_server(*addr);
+  if (!main_server) return fail(s.runner->name() + " server: " + main_server.error().message());
+  std::unique_ptr<Server> base_server;
+  std::string note;
+  if (s.baseline) {
+    auto b = s.baseline->start_server(with_port(*addr, addr->port() + 1));
+    if (!b) return fail(s.baseline->name() + " server: " + b.error().message());
+    base_server = std::move(b).value();
+    note = ", " + s.baseline->name() + " baseline on port " + std::to_string(base_server->port());
+  }
+  std::fprintf(stderr, "rmsg-perf: serving %s on %s%s; Ctrl-C stops\n", s.runner->name().c_str(),
+               with_port(*addr, (*main_server)->port()).to_string().c_str(), note.c_str());
+  int sig = 0;
+  sigwait(&set, &sig);
+  return 0;
+}
+
+std::optional<Row> measure(Runner& r, const SocketAddress& to, const Spec& spec, int& rc) {
+  Progress progress(std::string(to_string(spec.test)) + " " + r.name() + " " +
+                    std::to_string(spec.size) + " B");
+  auto m = r.run(to, spec, progress);
+  if (!m) {
+    rc = fail(r.name() + " " + to_string(spec.test) + " " + std::to_string(spec.size) +
+              " B against " + to.to_string() + ": " + m.error().message());
+    return std::nullopt;
+  }
+  return summarize(r.name(), spec, std::move(m).value());
+}
+
+int run(const Options& o) {
+  std::string why;
+  auto setup = make_setup(o, why);
+  if (!setup) return fail(why);
+  auto& s = *setup;
+  if (!o.server.empty()) return serve(s, o.server);
+
+  SocketAddress target, base_target;
+  std::unique_ptr<Server> server, base_server;
+  if (!o.connect.empty()) {
+    auto a = SocketAddress::parse(o.connect);
+    if (!a) return fail("bad --connect address '" + o.connect + "' (numeric ADDR:PORT)");
+    target = *a;
+    base_target = with_port(*a, a->port() + 1);
+  } else {
+    auto local = SocketAddress::from_host_port(s.host, 0);
+    if (!local) return fail("bad --address '" + s.host + "' (numeric host)");
+    auto sv = s.runner->start_server(*local);
+    if (!sv) return fail(s.runner->name() + " server on " + s.host + ": " + sv.error().message());
+    server = std::move(sv).value();
+    target = with_port(*local, server->port());
+    if (s.baseline) {
+      auto b = s.baseline->start_server(*local);
+      if (!b) return fail(s.baseline->name() + " server: " + b.error().message());
+      base_server = std::move(b).value();
+      base_target = with_port(*local, base_server->port());
+    }
+  }
+  if (!o.json) {
+    std::printf("rmsg-perf: %s%s%s, %s%s%s\n", s.runner->name().c_str(), s.baseline ? " vs " : "",
+                s.baseline ? s.baseline->name().c_str() : "",
+                o.connect.empty() ? "in-process over " : "to ", target.to_string().c_str(),
+                o.busy_poll    ? ", busy-poll"
+                : o.one_thread ? ", one loop thread"
+                               : "");
+  }
+  Report report(o.json);
+  int rc = 0;
+  const std::vector<Test> tests = o.tests.empty() ? std::vector{Test::lat, Test::bw} : o.tests;
+  for (const Test test : tests) {
+    for (const auto size : o.sizes.empty() ? default_sizes(test) : o.sizes) {
+      const Spec spec = make_spec(test, size, o.iters);
+      std::optional<Row> base;
+      if (s.baseline && !(base = measure(*s.baseline, base_target, spec, rc))) return rc;
+      auto row = measure(*s.runner, target, spec, rc);
+      if (!row) return rc;
+      if (base) {
+        set_ratio(*row, *base);
+        report.add(*base);
+      }
+      report.add(*row);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace rmsg::perf
+
+int main(int argc, char** argv) {
+  rmsg::perf::Options options;
+  std::string error;
+  if (!rmsg::perf::parse_options(argc, argv, options, error)) {
+    std::fprintf(stderr, "rmsg-perf: %s\n", error.c_str());
+    rmsg::perf::print_usage(stderr);
+    return 2;
+  }
+  if (options.help) {
+    rmsg::perf::print_usage(stdout);
+    return 0;
+  }
+  return rmsg::perf::run(options);
+}

@@ -1,0 +1,150 @@
+#include "options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+namespace rmsg::perf {
+namespace {
+
+// "64", "4K", "64KiB", "1M", "2G": binary multiples.
+bool parse_size(std::string_view text, std::uint64_t& out) {
+  std::uint64_t v = 0;
+  const auto* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc{} || p == text.data()) return false;
+  std::string_view unit(p, static_cast<std::size_t>(end - p));
+  int shift = 0;
+  if (!unit.empty()) {
+    const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])));
+    shift = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : u == 'B' ? 0 : -1;
+    unit.remove_prefix(1);
+    if (shift < 0 || !(unit.empty() || unit == "B" || unit == "iB")) return false;
+  }
+  out = v << shift;
+  return out > 0 && out <= (1ull << 30);
+}
+
+bool parse_list(std::string_view text, std::vector<std::uint64_t>& out) {
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    std::uint64_t v = 0;
+    if (!parse_size(text.substr(0, comma), v)) return false;
+    out.push_back(v);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  }
+  return !out.empty();
+}
+
+}  // namespace
+
+void print_usage(std::FILE* out) {
+  std::fputs(
+      "usage: rmsg-perf [--test lat|bw] [--transport tcp|rdma|auto|posix] [--size N[,N...]]\n"
+      "                 [--iters N] [--json] [--busy-poll] [--one-thread] [--baseline NAME]\n"
+      "                 [--address HOST] [--server ADDR:PORT | --connect ADDR:PORT]\n"
+      "\n"
+      "  --test        lat: ping-pong, reported one-way (half the round trip);\n"
+      "                bw: one-way stream. Default: both.\n"
+      "  --transport   rmsg transport to measure (default auto: rdma when built and a\n"
+      "                device has an active port, else tcp); posix: the baseline alone.\n"
+      "  --size        message sizes, K/M/G suffixes allowed (default lat 64,4K; bw 4K,64K)\n"
+      "  --iters       measured messages per size (default: scaled to the size)\n"
+      "  --json        one JSON object per result on stdout\n"
+      "  --busy-poll   rmsg loops spin instead of sleeping in epoll (the baseline blocks)\n"
+      "  --one-thread  rmsg server and client on one loop thread (default: one thread each)\n"
+      "  --baseline    runner measured alongside for the ratio column (default posix; none)\n"
+      "  --address     host for in-process runs (default 127.0.0.1)\n"
+      "  --server      serve the transport at ADDR:PORT and the baseline at PORT+1\n"
+      "  --connect     run as the client of a --server at ADDR:PORT\n",
+      out);
+}
+
+bool parse_options(int argc, char** argv, Options& o, std::string& error) {
+  auto bad = [&](std::string message) {
+    error = std::move(message);
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&](std::string& dst) {
+      if (i + 1 >= argc) {
+        error = std::string(arg) + " needs a value";
+        return false;
+      }
+      dst = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (arg == "--busy-poll") {
+      o.busy_poll = true;
+    } else if (arg == "--one-thread") {
+      o.one_thread = true;
+    } else if (arg == "--test") {
+      if (!value(v)) return false;
+      if (v == "lat")
+        o.tests.push_back(Test::lat);
+      else if (v == "bw")
+        o.tests.push_back(Test::bw);
+      else
+        return bad("unknown test '" + v + "' (lat, bw)");
+    } else if (arg == "--transport") {
+      if (!value(o.transport)) return false;
+    } else if (arg == "--baseline") {
+      if (!value(o.baseline)) return false;
+    } else if (arg == "--size") {
+      if (!value(v)) return false;
+      if (!parse_list(v, o.sizes)) return bad("bad --size '" + v + "' (1..1G)");
+    } else if (arg == "--iters") {
+      if (!value(v)) return false;
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), o.iters);
+      if (ec != std::errc{} || p != v.data() + v.size() || o.iters == 0) {
+        return bad("bad --iters '" + v + "'");
+      }
+    } else if (arg == "--server") {
+      if (!value(o.server)) return false;
+    } else if (arg == "--connect") {
+      if (!value(o.connect)) return false;
+    } else if (arg == "--address") {
+      if (!value(o.host)) return false;
+    } else {
+      error = "unknown option '" + std::string(arg) + "'";
+      return false;
+    }
+  }
+  if (!o.server.empty() && !o.connect.empty()) {
+    error = "--server and --connect exclude each other";
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::uint64_t> default_sizes(Test test) {
+  if (test == Test::lat) return {64, 4096};
+  return {4096, 65536};
+}
+
+Spec make_spec(Test test, std::uint64_t size, std::uint64_t iters_option) {
+  Spec s;
+  s.test = test;
+  s.size = size;
+  // Defaults keep each run to a fraction of a second on loopback.
+  if (iters_option != 0) {
+    s.iters = iters_option;
+  } else if (test == Test::lat) {
+    s.iters = std::clamp<std::uint64_t>((64ull << 20) / size, 20, 5000);
+  } else {
+    s.iters = std::clamp<std::uint64_t>((256ull << 20) / size, 20, 100000);
+  }
+  s.warmup = std::min<std::uint64_t>(1000, s.iters / 10);
+  return s;
+}
+
+}  // namespace rmsg::perf

@@ -1,0 +1,35 @@
+// rmsg-perf's command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "perf.h"
+
+namespace rmsg::perf {
+
+struct Options {
+  std::vector<Test> tests;           // empty: lat then bw
+  std::string transport = "auto";    // tcp | rdma | auto | posix
+  std::string baseline = "posix";    // a registered runner, or "none"
+  std::vector<std::uint64_t> sizes;  // empty: defaults per test
+  std::uint64_t iters = 0;           // 0: a default per test and size
+  bool json = false;
+  bool busy_poll = false;
+  bool one_thread = false;
+  std::string server;   // --server ADDR:PORT
+  std::string connect;  // --connect ADDR:PORT
+  std::string host;     // --address HOST (in-process runs)
+  bool help = false;
+};
+
+// Parses argv; on a usage error returns false with `error` set.
+bool parse_options(int argc, char** argv, Options& options, std::string& error);
+void print_usage(std::FILE* out);
+
+// The sizes a test runs when --size is absent, and the iterations per size.
+std::vector<std::uint64_t> default_sizes(Test test);
+Spec make_spec(Test test, std::uint64_t size, std::uint64_t iters_option);
+
+}  // namespace rmsg::perf

@@ -1,0 +1,73 @@
+#include "report.h"
+
+#include <algorithm>
+
+namespace rmsg::perf {
+namespace {
+
+// The value below which `q` of the samples lie (nearest rank).
+double quantile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const auto k =
+      std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+Row summarize(const std::string& transport, const Spec& spec, Measurement m) {
+  Row r;
+  r.test = spec.test;
+  r.transport = transport;
+  r.size = spec.size;
+  r.iters = spec.iters;
+  r.median_us = quantile(m.samples_ns, 0.5) / 1e3;
+  r.p99_us = quantile(m.samples_ns, 0.99) / 1e3;
+  if (m.elapsed_s > 0) {
+    r.msgs_per_s = static_cast<double>(spec.iters) / m.elapsed_s;
+    r.mb_per_s = r.msgs_per_s * static_cast<double>(spec.size) / 1e6;
+  }
+  return r;
+}
+
+void set_ratio(Row& row, const Row& baseline) {
+  row.baseline = baseline.transport;
+  if (row.test == Test::lat && baseline.median_us > 0) {
+    row.ratio = row.median_us / baseline.median_us;
+  } else if (row.test == Test::bw && baseline.mb_per_s > 0) {
+    row.ratio = row.mb_per_s / baseline.mb_per_s;
+  }
+}
+
+void Report::add(const Row& r) {
+  if (json_) {
+    std::printf(
+        "{\"test\":\"%s\",\"transport\":\"%s\",\"size\":%llu,\"iters\":%llu,"
+        "\"median_us\":%.3f,\"p99_us\":%.3f,\"mb_per_s\":%.2f,\"msgs_per_s\":%.1f",
+        to_string(r.test), r.transport.c_str(), static_cast<unsigned long long>(r.size),
+        static_cast<unsigned long long>(r.iters), r.median_us, r.p99_us, r.mb_per_s, r.msgs_per_s);
+    if (r.ratio)
+      std::printf(",\"baseline\":\"%s\",\"vs_baseline\":%.3f", r.baseline.c_str(), *r.ratio);
+    std::printf("}\n");
+    std::fflush(stdout);
+    return;
+  }
+  if (!header_done_) {
+    header_done_ = true;
+    std::printf("%-4s %-9s %9s %8s %10s %10s %10s %11s  %s\n", "test", "transport", "size", "iters",
+                "median_us", "p99_us", "MB/s", "msgs/s", "vs baseline");
+  }
+  char ratio[64] = "";
+  if (r.ratio) {
+    std::snprintf(ratio, sizeof ratio, "%.2fx %s %s", *r.ratio,
+                  r.test == Test::lat ? "latency of" : "bandwidth of", r.baseline.c_str());
+  }
+  std::printf("%-4s %-9s %9llu %8llu %10.2f %10.2f %10.1f %11.0f  %s\n", to_string(r.test),
+              r.transport.c_str(), static_cast<unsigned long long>(r.size),
+              static_cast<unsigned long long>(r.iters), r.median_us, r.p99_us, r.mb_per_s,
+              r.msgs_per_s, ratio);
+  std::fflush(stdout);
+}
+
+}  // namespace rmsg::perf

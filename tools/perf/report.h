@@ -1,0 +1,40 @@
+// Turning measurements into numbers (Row) and printing them as a table or JSON lines.
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "perf.h"
+
+namespace rmsg::perf {
+
+struct Row {
+  Test test = Test::lat;
+  std::string transport;
+  std::uint64_t size = 0;
+  std::uint64_t iters = 0;
+  double median_us = 0;
+  double p99_us = 0;
+  double mb_per_s = 0;    // 10^6 bytes per second of payload, one direction
+  double msgs_per_s = 0;  // lat: round trips per second; bw: messages per second
+  // Against the baseline measured in the same run: lat, median / baseline median (lower
+  // is faster); bw, MB/s / baseline MB/s (higher is faster).
+  std::optional<double> ratio;
+  std::string baseline;
+};
+
+Row summarize(const std::string& transport, const Spec& spec, Measurement m);
+void set_ratio(Row& row, const Row& baseline);
+
+class Report {
+ public:
+  explicit Report(bool json) : json_(json) {}
+  void add(const Row& row);
+
+ private:
+  bool json_;
+  bool header_done_ = false;
+};
+
+}  // namespace rmsg::perf

@@ -1,0 +1,20 @@
+// rmsg's TCP stream as a perf transport.
+#include "rmsg/tcp.h"
+#include "stream_transport.h"
+
+namespace rmsg::perf {
+namespace {
+
+Result<Listener> listen(EventLoop& loop, const SocketAddress& address, AcceptCallback cb) {
+  return tcp_listen(loop, address, TcpOptions{}, std::move(cb));
+}
+
+void connect(EventLoop& loop, const SocketAddress& address, ConnectCallback cb) {
+  tcp_connect(loop, address, TcpOptions{}, std::move(cb));
+}
+
+const StreamTransport kTcp{"tcp", nullptr, listen, connect, nullptr};
+RMSG_PERF_STREAM_TRANSPORT(kTcp);
+
+}  // namespace
+}  // namespace rmsg::perf
