@@ -165,15 +165,25 @@ int run(const Options& o) {
   for (const Test test : tests) {
     for (const auto size : o.sizes.empty() ? default_sizes(test) : o.sizes) {
       const Spec spec = make_spec(test, size, o.iters);
-      std::optional<Row> base;
-      if (s.baseline && !(base = measure(*s.baseline, base_target, spec, rc))) return rc;
-      auto row = measure(*s.runner, target, spec, rc);
-      if (!row) return rc;
-      if (base) {
-        set_ratio(*row, *base);
-        report.add(*base);
+      std::vector<Row> base_rows, rows;
+      // Rounds alternate baseline and transport, so that drift hits both alike.
+      for (std::uint64_t round = 0; round < o.repeat; ++round) {
+        if (s.baseline) {
+          auto b = measure(*s.baseline, base_target, spec, rc);
+          if (!b) return rc;
+          base_rows.push_back(*b);
+        }
+        auto r = measure(*s.runner, target, spec, rc);
+        if (!r) return rc;
+        rows.push_back(*r);
       }
-      report.add(*row);
+      Row row = median_row(rows);
+      if (s.baseline) {
+        const Row base = median_row(base_rows);
+        set_ratio(row, base);
+        report.add(base);
+      }
+      report.add(row);
     }
   }
   return 0;

@@ -44,8 +44,9 @@ bool parse_list(std::string_view text, std::vector<std::uint64_t>& out) {
 void print_usage(std::FILE* out) {
   std::fputs(
       "usage: rmsg-perf [--test lat|bw] [--transport tcp|rdma|auto|posix] [--size N[,N...]]\n"
-      "                 [--iters N] [--json] [--busy-poll] [--one-thread] [--baseline NAME]\n"
-      "                 [--address HOST] [--server ADDR:PORT | --connect ADDR:PORT]\n"
+      "                 [--iters N] [--repeat N] [--json] [--busy-poll] [--one-thread]\n"
+      "                 [--baseline NAME] [--address HOST]\n"
+      "                 [--server ADDR:PORT | --connect ADDR:PORT]\n"
       "\n"
       "  --test        lat: ping-pong, reported one-way (half the round trip);\n"
       "                bw: one-way stream. Default: both.\n"
@@ -53,6 +54,8 @@ void print_usage(std::FILE* out) {
       "                device has an active port, else tcp); posix: the baseline alone.\n"
       "  --size        message sizes, K/M/G suffixes allowed (default lat 64,4K; bw 4K,64K)\n"
       "  --iters       measured messages per size (default: scaled to the size)\n"
+      "  --repeat      rounds per size, baseline and transport alternating; the median\n"
+      "                round of each is reported (default 1)\n"
       "  --json        one JSON object per result on stdout\n"
       "  --busy-poll   rmsg loops spin instead of sleeping in epoll (the baseline blocks)\n"
       "  --one-thread  rmsg server and client on one loop thread (default: one thread each)\n"
@@ -107,6 +110,12 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), o.iters);
       if (ec != std::errc{} || p != v.data() + v.size() || o.iters == 0) {
         return bad("bad --iters '" + v + "'");
+      }
+    } else if (arg == "--repeat") {
+      if (!value(v)) return false;
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), o.repeat);
+      if (ec != std::errc{} || p != v.data() + v.size() || o.repeat == 0) {
+        return bad("bad --repeat '" + v + "'");
       }
     } else if (arg == "--server") {
       if (!value(o.server)) return false;

@@ -15,6 +15,7 @@ struct Options {
   std::string baseline = "posix";    // a registered runner, or "none"
   std::vector<std::uint64_t> sizes;  // empty: defaults per test
   std::uint64_t iters = 0;           // 0: a default per test and size
+  std::uint64_t repeat = 1;          // rounds per size; the median round of each is reported
   bool json = false;
   bool busy_poll = false;
   bool one_thread = false;

@@ -40,6 +40,14 @@ void set_ratio(Row& row, const Row& baseline) {
   }
 }
 
+Row median_row(std::vector<Row> rows) {
+  auto key = [](const Row& r) { return r.test == Test::lat ? r.median_us : r.mb_per_s; };
+  const auto mid = rows.begin() + static_cast<std::ptrdiff_t>(rows.size() / 2);
+  std::nth_element(rows.begin(), mid, rows.end(),
+                   [&](const Row& a, const Row& b) { return key(a) < key(b); });
+  return *mid;
+}
+
 void Report::add(const Row& r) {
   if (json_) {
     std::printf(

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "perf.h"
 
@@ -26,6 +27,9 @@ struct Row {
 
 Row summarize(const std::string& transport, const Spec& spec, Measurement m);
 void set_ratio(Row& row, const Row& baseline);
+// Of several rounds, the one with the median headline number (lat: median latency; bw:
+// MB/s).
+Row median_row(std::vector<Row> rows);
 
 class Report {
  public:

@@ -43,7 +43,9 @@ class ThreadServer final : public Server {
   ~ThreadServer() override {
     if (!thread_.joinable()) return;
     stop_.store(true);
-    loop_->post([] {});  // wakes the loop so that it sees stop_
+    // stop() from inside the loop: a stop() from here could come before run() starts,
+    // and run() would forget it.
+    loop_->post([l = loop_] { l->stop(); });
     thread_.join();
   }
 
@@ -58,10 +60,9 @@ class ThreadServer final : public Server {
       if (auto r = server.listen(t, **loop, address); !r) return ready.set_value(r.error());
       loop_ = loop->get();
       ready.set_value(server.port());  // `ready` and `t` are not touched after this
+      // run(), not run_until(): no timeout on each epoll_wait (see stream_client.cc).
       // The loop (and loop_) must outlive every post() from the destructor.
-      while (!stop_.load()) {
-        loop_->run_until([this] { return stop_.load(); }, Clock::time_point::max());
-      }
+      while (!stop_.load()) static_cast<void>(loop_->run());
     });
     auto port = ready_future.get();
     if (!port) {
