@@ -89,6 +89,10 @@ SocketAddress with_port(SocketAddress a, std::uint16_t port) {
 int serve(Setup& s, const std::string& where) {
   auto addr = SocketAddress::parse(where);
   if (!addr) return fail("bad --server address '" + where + "' (numeric ADDR:PORT)");
+  // A shell starts background jobs with SIGINT ignored; an ignored signal never reaches
+  // sigwait(), so take the default (blocked below, so it terminates nothing).
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
