@@ -156,12 +156,12 @@ int run(const Options& o) {
     }
   }
   if (!o.json) {
-    std::printf("rmsg-perf: %s%s%s, %s%s%s\n", s.runner->name().c_str(), s.baseline ? " vs " : "",
-                s.baseline ? s.baseline->name().c_str() : "",
-                o.connect.empty() ? "in-process over " : "to ", target.to_string().c_str(),
-                o.busy_poll    ? ", busy-poll"
-                : o.one_thread ? ", one loop thread"
-                               : "");
+    std::string mode = o.connect.empty() ? "in-process over " : "to ";
+    mode += target.to_string();
+    if (o.one_thread && o.connect.empty()) mode += ", one loop thread";
+    if (o.busy_poll) mode += ", busy-poll";
+    std::printf("rmsg-perf: %s%s%s, %s\n", s.runner->name().c_str(), s.baseline ? " vs " : "",
+                s.baseline ? s.baseline->name().c_str() : "", mode.c_str());
   }
   Report report(o.json);
   int rc = 0;
