@@ -18,6 +18,10 @@ class TcpStream final : public StreamImpl {
  public:
   // Takes ownership of `fd`, a connected non-blocking socket with its options applied.
   TcpStream(EventLoop& loop, int fd);
+  TcpStream(const TcpStream&) = delete;
+  TcpStream& operator=(const TcpStream&) = delete;
+  TcpStream(TcpStream&&) = delete;
+  TcpStream& operator=(TcpStream&&) = delete;
   ~TcpStream() override;
 
   Result<std::size_t> write(std::span<const std::byte> data) override;

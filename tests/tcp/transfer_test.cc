@@ -90,8 +90,8 @@ TEST_F(TcpTest, RandomSizesAreByteExactWithRandomChunking) {
     EXPECT_TRUE(res.eof) << "no EOF after " << res.received << " of " << size;
     EXPECT_EQ(res.sent, size);
     EXPECT_EQ(res.received, size);
-    std::cout << "[ info     ] " << size << " bytes " << (forward ? "client->server" : "server->client")
-              << std::endl;
+    std::cout << "[ info     ] " << size << " bytes "
+              << (forward ? "client->server" : "server->client") << std::endl;
   }
 }
 
