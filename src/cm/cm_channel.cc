@@ -39,9 +39,13 @@ Result<verbs::CmId> CmChannel::create_id(CmEventHandler* handler) {
   return id;
 }
 
-void CmChannel::attach(rdma_cm_id* id, CmEventHandler* handler) { handlers_[id] = handler; }
+void CmChannel::attach(rdma_cm_id* id, CmEventHandler* handler) {
+  handlers_[id] = handler;
+}
 
-void CmChannel::detach(rdma_cm_id* id) { handlers_.erase(id); }
+void CmChannel::detach(rdma_cm_id* id) {
+  handlers_.erase(id);
+}
 
 void CmChannel::retire(verbs::CmId id) {
   if (!id) return;

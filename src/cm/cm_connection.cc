@@ -76,8 +76,7 @@ Result<void> CmConnection::accept(const rdma_cm_event& event) {
 }
 
 void CmConnection::disconnect() {
-  if (state_ == State::connecting || state_ == State::accepting ||
-      state_ == State::established) {
+  if (state_ == State::connecting || state_ == State::accepting || state_ == State::established) {
     rdma_disconnect(id_.get());  // errors: the id is already disconnected
     state_ = State::disconnected;
   }
@@ -107,11 +106,13 @@ void CmConnection::on_cm_event(const rdma_cm_event& event) {
         fail(errno_code(errno));
       }
       return;
-    case RDMA_CM_EVENT_ADDR_ERROR: return fail(cm_event_error(event, Errc::address_error));
+    case RDMA_CM_EVENT_ADDR_ERROR:
+      return fail(cm_event_error(event, Errc::address_error));
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
       if (state_ == State::resolving_route) on_route_resolved();
       return;
-    case RDMA_CM_EVENT_ROUTE_ERROR: return fail(cm_event_error(event, Errc::route_error));
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+      return fail(cm_event_error(event, Errc::route_error));
     case RDMA_CM_EVENT_CONNECT_RESPONSE:
       if (state_ == State::connecting) on_connect_response(event);
       return;
@@ -124,10 +125,14 @@ void CmConnection::on_cm_event(const rdma_cm_event& event) {
     case RDMA_CM_EVENT_REJECTED:
       return fail(delegate_.cm_rejected(event.status, cm_private_data(event)));
     case RDMA_CM_EVENT_UNREACHABLE:
-    case RDMA_CM_EVENT_CONNECT_ERROR: return fail(cm_event_error(event, Errc::unreachable));
-    case RDMA_CM_EVENT_DISCONNECTED: return on_disconnected();
-    case RDMA_CM_EVENT_DEVICE_REMOVAL: return fail(make_error_code(Errc::device_error));
-    default: return;  // TIMEWAIT_EXIT, ADDR_CHANGE: nothing to do for a stream
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      return fail(cm_event_error(event, Errc::unreachable));
+    case RDMA_CM_EVENT_DISCONNECTED:
+      return on_disconnected();
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      return fail(make_error_code(Errc::device_error));
+    default:
+      return;  // TIMEWAIT_EXIT, ADDR_CHANGE: nothing to do for a stream
   }
 }
 

@@ -71,8 +71,16 @@ class CmConnection final : public CmEventHandler {
     ~Delegate() = default;
   };
 
-  enum class State { idle, resolving_addr, resolving_route, connecting, accepting, established,
-                     disconnected, failed };
+  enum class State {
+    idle,
+    resolving_addr,
+    resolving_route,
+    connecting,
+    accepting,
+    established,
+    disconnected,
+    failed
+  };
 
   CmConnection(std::shared_ptr<CmChannel> channel, Delegate& delegate, const CmTuning& tuning);
   CmConnection(const CmConnection&) = delete;

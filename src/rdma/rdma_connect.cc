@@ -46,6 +46,8 @@ Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream) {
   return s->info();
 }
 
-bool rdma_device_available() { return verbs::any_active_port(); }
+bool rdma_device_available() {
+  return verbs::any_active_port();
+}
 
 }  // namespace rmsg

@@ -47,8 +47,7 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
 
   Result<void> start_connect(const SocketAddress& peer, SetupDone done);
   // Inside the listener's CONNECT_REQUEST dispatch; `peer` is the request's hello.
-  Result<void> start_accept(const rdma_cm_event& request, const wire::Hello& peer,
-                            SetupDone done);
+  Result<void> start_accept(const rdma_cm_event& request, const wire::Hello& peer, SetupDone done);
   // An active connect owns its stream until the result is delivered.
   void hold_self(std::unique_ptr<RdmaStream> self) { self_ = std::move(self); }
   std::unique_ptr<RdmaStream> release_self() { return std::move(self_); }
@@ -133,10 +132,10 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   Credits credits_;
 
   // send ring and send queue (monotonic counters; block index = counter % K)
-  std::uint32_t send_head_ = 0;  // next block to fill
-  std::uint32_t send_tail_ = 0;  // oldest block not known complete
-  std::uint64_t wr_seq_ = 0;     // next send WR sequence number
-  std::uint64_t wr_done_ = 0;    // every WR below this completed
+  std::uint32_t send_head_ = 0;              // next block to fill
+  std::uint32_t send_tail_ = 0;              // oldest block not known complete
+  std::uint64_t wr_seq_ = 0;                 // next send WR sequence number
+  std::uint64_t wr_done_ = 0;                // every WR below this completed
   std::vector<std::uint32_t> wr_block_end_;  // per WR (seq % sq depth): send_head_ after it
   std::uint32_t unsignalled_ = 0;
 
@@ -160,8 +159,8 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   std::uint64_t poller_ = 0;
   RdmaStreamInfo stats_;
 
-  std::unique_ptr<RdmaStream> self_;           // active connect until delivered
-  std::unique_ptr<cm::CmConnection> cm_;       // destroyed before res_ (declared after)
+  std::unique_ptr<RdmaStream> self_;                       // active connect until delivered
+  std::unique_ptr<cm::CmConnection> cm_;                   // destroyed before res_ (declared after)
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards deferred tasks
 };
 

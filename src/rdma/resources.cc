@@ -13,7 +13,9 @@ constexpr std::uint32_t kMaxBlock = 16u << 20;
 constexpr std::uint32_t kMaxBlocks = 4096;
 constexpr std::uint32_t kMaxInline = 4096;
 
-bool block_ok(std::uint32_t size) { return size >= kMinBlock && size <= kMaxBlock; }
+bool block_ok(std::uint32_t size) {
+  return size >= kMinBlock && size <= kMaxBlock;
+}
 
 Result<verbs::Qp> create_qp_probing_inline(ConnResources& r) {
   ibv_qp_init_attr attr{};
@@ -40,19 +42,17 @@ Result<verbs::Qp> create_qp_probing_inline(ConnResources& r) {
 }  // namespace
 
 Result<Geometry> geometry_from(const RdmaOptions& o) {
-  if (!block_ok(o.send_block_size) || !block_ok(o.recv_block_size) ||
-      o.send_block_count < 1 || o.send_block_count > kMaxBlocks ||
-      o.recv_block_count < wire::kMinRecvBlocks || o.recv_block_count > kMaxBlocks ||
-      o.inline_size > kMaxInline || o.retry_count > 7 || o.rnr_retry_count > 7 ||
-      o.ack_timeout > 31) {
+  if (!block_ok(o.send_block_size) || !block_ok(o.recv_block_size) || o.send_block_count < 1 ||
+      o.send_block_count > kMaxBlocks || o.recv_block_count < wire::kMinRecvBlocks ||
+      o.recv_block_count > kMaxBlocks || o.inline_size > kMaxInline || o.retry_count > 7 ||
+      o.rnr_retry_count > 7 || o.ack_timeout > 31) {
     return Errc::invalid_argument;
   }
   return Geometry{o.send_block_size, o.send_block_count, o.recv_block_size, o.recv_block_count,
                   o.inline_size};
 }
 
-Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx,
-                                                             const Geometry& g) {
+Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, const Geometry& g) {
   auto r = std::make_unique<ConnResources>();
   r->context = ctx;
   r->geometry = g;

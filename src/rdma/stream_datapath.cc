@@ -93,8 +93,7 @@ Result<void> RdmaStream::shutdown_write() {
   return {};
 }
 
-Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src,
-                                      std::uint32_t len) {
+Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, std::uint32_t len) {
   const bool data = type == wire::MsgType::data;
   const std::uint32_t blocks_after = free_blocks() - (data ? 1 : 0);
   const std::uint32_t sq_after = sq_free() - 1;
@@ -132,8 +131,8 @@ Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src,
 }
 
 Result<void> RdmaStream::repost(std::uint32_t block) {
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(block)),
-              geometry_.recv_block_size, res_->recv_mr->lkey};
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(block)), geometry_.recv_block_size,
+              res_->recv_mr->lkey};
   ibv_recv_wr wr{};
   wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::recv, block);
   wr.sg_list = &sge;

@@ -24,8 +24,7 @@ std::string address_string(const sockaddr* sa) {
 
 }  // namespace
 
-Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop,
-                                                       const RdmaOptions& options,
+Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop, const RdmaOptions& options,
                                                        ResourceHooks hooks) {
   auto geometry = geometry_from(options);
   if (!geometry) return geometry.error();
@@ -33,8 +32,7 @@ Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop,
   if (!channel) return channel.error();
   if (!hooks.acquire) hooks = default_resource_hooks();
   return std::unique_ptr<RdmaStream>(new RdmaStream(loop, options, geometry.value(),
-                                                    std::move(hooks),
-                                                    std::move(channel).value()));
+                                                    std::move(hooks), std::move(channel).value()));
 }
 
 RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
@@ -45,7 +43,9 @@ RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geomet
       hooks_(std::move(hooks)),
       channel_(std::move(channel)) {}
 
-RdmaStream::~RdmaStream() { close(); }
+RdmaStream::~RdmaStream() {
+  close();
+}
 
 Result<void> RdmaStream::start_connect(const SocketAddress& peer, SetupDone done) {
   setup_done_ = std::move(done);
@@ -90,8 +90,8 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
 
 Result<void> RdmaStream::cm_post_receives() {
   for (std::uint32_t i = 0; i < geometry_.recv_block_count; ++i) {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(i)),
-                geometry_.recv_block_size, res_->recv_mr->lkey};
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(i)), geometry_.recv_block_size,
+                res_->recv_mr->lkey};
     ibv_recv_wr wr{};
     wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::recv, i);
     wr.sg_list = &sge;
@@ -102,7 +102,9 @@ Result<void> RdmaStream::cm_post_receives() {
   return {};
 }
 
-std::span<const std::byte> RdmaStream::cm_private_data() { return hello_; }
+std::span<const std::byte> RdmaStream::cm_private_data() {
+  return hello_;
+}
 
 Result<void> RdmaStream::cm_check_reply(std::span<const std::byte> peer) {
   auto hello = wire::decode_hello(peer);
@@ -119,11 +121,14 @@ std::error_code RdmaStream::cm_rejected(int status, std::span<const std::byte> d
     if (hello.is(Errc::version_mismatch)) return hello.error();
     if (hello && hello->kind == wire::HelloKind::reject) {
       switch (hello->reason) {
-        case wire::RejectReason::version: return make_error_code(Errc::version_mismatch);
-        case wire::RejectReason::malformed: return make_error_code(Errc::protocol_error);
+        case wire::RejectReason::version:
+          return make_error_code(Errc::version_mismatch);
+        case wire::RejectReason::malformed:
+          return make_error_code(Errc::protocol_error);
         case wire::RejectReason::resources:
           return make_error_code(Errc::resource_exhausted);
-        case wire::RejectReason::none: break;
+        case wire::RejectReason::none:
+          break;
       }
     }
   }
@@ -138,7 +143,9 @@ void RdmaStream::cm_established() {
   schedule_notify();
 }
 
-void RdmaStream::cm_failed(std::error_code ec) { fail(ec); }
+void RdmaStream::cm_failed(std::error_code ec) {
+  fail(ec);
+}
 
 void RdmaStream::cm_disconnected() {
   if (res_ && !qp_error_) poll_recv_cq();  // what arrived before the peer's disconnect

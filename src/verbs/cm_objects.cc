@@ -9,13 +9,17 @@
 namespace rmsg::verbs {
 namespace detail {
 
-void destroy_event_channel(rdma_event_channel* ch) { rdma_destroy_event_channel(ch); }
+void destroy_event_channel(rdma_event_channel* ch) {
+  rdma_destroy_event_channel(ch);
+}
 
 void destroy_id(rdma_cm_id* id) {
   if (rdma_destroy_id(id) != 0) RMSG_LOG(warn, "rdma_destroy_id: errno %d", errno);
 }
 
-void ack_cm_event(rdma_cm_event* ev) { rdma_ack_cm_event(ev); }
+void ack_cm_event(rdma_cm_event* ev) {
+  rdma_ack_cm_event(ev);
+}
 
 }  // namespace detail
 

@@ -25,7 +25,9 @@ void destroy_qp(ibv_qp* qp) {
 void dereg_mr(ibv_mr* mr) {
   if (const int rc = ibv_dereg_mr(mr); rc != 0) RMSG_LOG(warn, "ibv_dereg_mr: %d", rc);
 }
-void free_buffer(std::byte* p) { std::free(p); }  // NOLINT: posix_memalign memory
+void free_buffer(std::byte* p) {
+  std::free(p);
+}  // NOLINT: posix_memalign memory
 
 }  // namespace detail
 

@@ -12,8 +12,7 @@ class WcCategory final : public std::error_category {
  public:
   const char* name() const noexcept override { return "rdma-wc"; }
   std::string message(int code) const override {
-    return std::string("work completion: ") +
-           ibv_wc_status_str(static_cast<ibv_wc_status>(code));
+    return std::string("work completion: ") + ibv_wc_status_str(static_cast<ibv_wc_status>(code));
   }
 };
 

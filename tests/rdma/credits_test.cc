@@ -19,9 +19,9 @@ struct Msg {
 
 struct Peer {
   Credits credits;
-  std::uint32_t posted = 0;      // receives posted here
-  std::uint32_t unread = 0;      // data messages received, not yet consumed
-  std::deque<Msg> inbox;         // in flight towards this peer
+  std::uint32_t posted = 0;  // receives posted here
+  std::uint32_t unread = 0;  // data messages received, not yet consumed
+  std::deque<Msg> inbox;     // in flight towards this peer
   std::uint64_t data_sent = 0;
   std::uint64_t credit_msgs = 0;
 };

@@ -28,8 +28,8 @@ std::uint32_t fresh_seed(const char* what) {
 
 long long rnr_counter_sum() {
   const char* dev = std::getenv("RMSG_RDMA_DEVICE");
-  const std::string base = std::string("/sys/class/infiniband/") + (dev ? dev : "rxe0") +
-                           "/ports/1/hw_counters/";
+  const std::string base =
+      std::string("/sys/class/infiniband/") + (dev ? dev : "rxe0") + "/ports/1/hw_counters/";
   long long sum = 0;
   for (const char* name : {"rcvd_rnr_err", "send_rnr_err", "retry_rnr_exceeded_err"}) {
     std::ifstream in(base + name);
@@ -73,8 +73,8 @@ void RdmaTest::connect_pair(const RdmaOptions& client, const RdmaOptions& server
     }
   });
   EXPECT_FALSE(connected) << "the callback ran inside rdma_connect";
-  ASSERT_TRUE(loop().run_for([&] { return connected && !accepted_.empty(); },
-                             std::chrono::seconds(20)))
+  ASSERT_TRUE(
+      loop().run_for([&] { return connected && !accepted_.empty(); }, std::chrono::seconds(20)))
       << "connect did not complete: " << err.message();
   ASSERT_FALSE(err) << err.message();
   ASSERT_TRUE(client_out.valid());
@@ -122,7 +122,9 @@ void Reader::arm() {
   stream.on_readable([this] { step(); });
 }
 
-void Reader::step() { read_some(SIZE_MAX); }
+void Reader::step() {
+  read_some(SIZE_MAX);
+}
 
 void Reader::read_some(std::size_t limit) {
   std::uniform_int_distribution<std::size_t> dist(1, max_chunk);

@@ -21,8 +21,9 @@ void transfer(EventLoop& loop, Stream& from, Stream& to, std::size_t size, bool 
   Writer w(from, data, seed + 1, 1 + seed % (256 * 1024), shutdown);
   Reader r(to, seed + 2, 1 + (seed >> 8) % (128 * 1024));
   ASSERT_TRUE(loop.run_for(
-      [&] { return (w.done && r.got.size() >= size && (!shutdown || r.eof)) || w.error ||
-                   r.error; },
+      [&] {
+        return (w.done && r.got.size() >= size && (!shutdown || r.eof)) || w.error || r.error;
+      },
       120s))
       << "stalled at " << w.offset << " written, " << r.got.size() << " read";
   ASSERT_FALSE(w.error) << w.error.message();
@@ -73,8 +74,7 @@ TEST_F(RdmaTransfer, BothDirectionsAtOnceWithOddGeometry) {
   Writer wa(client, a, seed + 1, 70000, true), wb(server, b, seed + 2, 5000, true);
   Reader ra(server, seed + 3, 9000), rb(client, seed + 4, 100000);
   ASSERT_TRUE(loop().run_for(
-      [&] { return (ra.eof && rb.eof) || wa.error || wb.error || ra.error || rb.error; },
-      120s));
+      [&] { return (ra.eof && rb.eof) || wa.error || wb.error || ra.error || rb.error; }, 120s));
   ASSERT_FALSE(wa.error || wb.error || ra.error || rb.error);
   EXPECT_TRUE(ra.got == a);
   EXPECT_TRUE(rb.got == b);
