@@ -11,6 +11,11 @@ using ::testing::AssertionSuccess;
 
 namespace {
 constexpr int kResolveMs = 5000;
+ibv_qp_attr err_attr = [] {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  return a;
+}();
 
 AssertionResult cm_failure(const char* what) {
   return AssertionFailure() << what << " failed: " << std::strerror(errno);
@@ -27,6 +32,14 @@ rdma_conn_param smoke_conn_param() {
 }
 
 AssertionResult ClientConn::start(const sockaddr_in& dst) {
+  if (id_ && id_->qp) {
+    // A failed attempt: librdmacm moved its QP to ERR. Reap the flushed receives before
+    // the CQs serve the next attempt's QP (each attempt is a new generation, too).
+    if (int rc = ibv_modify_qp(id_->qp, &err_attr, IBV_QP_STATE)) {
+      return AssertionFailure() << "ibv_modify_qp(ERR): " << std::strerror(rc);
+    }
+    if (auto r = ep_.reap_flushed(deadline_in(std::chrono::seconds(5))); !r) return r;
+  }
   id_.reset();
   established = disconnected = failed = false;
   rdma_cm_id* raw = nullptr;
@@ -51,7 +64,7 @@ AssertionResult ClientConn::on_event(const CmEvent& ev) {
         built_ = true;
       }
       if (auto r = ep_.create_qp_on(id_.get()); !r) return r;
-      ep_.begin_generation(1);
+      ep_.begin_generation(++attempts_);
       if (auto r = ep_.post_all_receives(); !r) return r;
       rdma_conn_param p = smoke_conn_param();
       if (rdma_connect(id_.get(), &p) != 0) return cm_failure("rdma_connect");

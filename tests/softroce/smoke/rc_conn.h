@@ -15,7 +15,7 @@ class ClientConn {
  public:
   ClientConn(EventChannel& channel, RcEndpoint& endpoint) : ch_(channel), ep_(endpoint) {}
 
-  // A new rdma_cm id resolving dst; a retry drops the previous id and its QP.
+  // A new rdma_cm id resolving dst; a retry reaps and drops the previous id and its QP.
   ::testing::AssertionResult start(const sockaddr_in& dst);
   // Handles an event of this id: resolve route, build the endpoint (first time), create
   // the QP, post receives, connect. REJECTED / errors set the flags below.
@@ -32,6 +32,7 @@ class ClientConn {
   EventChannel& ch_;
   RcEndpoint& ep_;
   bool built_ = false;
+  std::uint32_t attempts_ = 0;
   CmIdPtr id_;
 };
 
