@@ -75,12 +75,15 @@ vm_run_qemu() {
   vm_report "$ctl" "$qrc" $((SECONDS - t0))
 }
 
+# The guest's uptime when it reached a stage ("-": never).
+vm_stamp() { cat "$1/t_$2" 2>/dev/null || echo -; }
+
 # Turns what the guest left in the control folder into our exit status.
 vm_report() {
   local ctl=$1 qrc=$2 wall=$3 rc=125
   if [ "$verbose" = 1 ]; then
-    echo "softroce: wall ${wall}s; guest uptime at userland $(cat "$ctl/t_userland" 2>/dev/null)s," \
-      "rdma ready $(cat "$ctl/t_ready" 2>/dev/null)s, command done $(cat "$ctl/t_done" 2>/dev/null)s" >&2
+    echo "softroce: wall ${wall}s; guest uptime at userland $(vm_stamp "$ctl" userland)s," \
+      "rdma ready $(vm_stamp "$ctl" ready)s, command done $(vm_stamp "$ctl" done)s" >&2
   fi
   if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
     echo "softroce: TIMEOUT: the guest ran past ${timeout}s and was killed" >&2
@@ -92,7 +95,12 @@ vm_report() {
     cat "$ctl/qemu.err" >&2
   fi
   if [ "$rc" != 0 ]; then
-    echo "softroce: guest console tail:" >&2
+    local stage="qemu starting"
+    [ -s "$ctl/console.log" ] && stage="the kernel booting"
+    [ -f "$ctl/t_userland" ] && stage="setting up eth0 and rxe0"
+    [ -f "$ctl/t_ready" ] && stage="the command running"
+    [ -f "$ctl/t_done" ] && stage="the command finished"
+    echo "softroce: the guest got as far as: $stage; its console's tail:" >&2
     tail -n 25 "$ctl/console.log" | sed 's/^/  | /' >&2
   fi
   return "$rc"
