@@ -3,6 +3,7 @@
 # under a tmpfs overlay, the control folder (tag "ctl") and the read-write shares
 # (tags share0..N at their host paths), then switch_roots into the host userland, where
 # guest-main.sh sets up Soft-RoCE, runs the command and powers off.
+# No `set -e`: a failure must end in a message and a power-off (die), never a panic.
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc

@@ -1,5 +1,7 @@
 # Sourced by ../run: boots one qemu guest (TCG) that runs a command and powers off.
-# The caller sets: kernel initrd timeout mem smp mtu verbose shares[] passenv_file.
+# The caller sets: softroce_dir kernel initrd timeout mem smp mtu verbose shares[]
+# passenv_file.
+# shellcheck disable=SC2154
 
 # vm_boot NAME IP NETDEV PEER_IP ROLE -- CMD...
 #   NETDEV is a qemu -netdev spec with id=n0. Prints the command's stdout/stderr on ours;
@@ -36,6 +38,7 @@ vm_run_qemu() {
   # Nehalem (x86-64-v2, no AVX): with AVX, glibc's string functions run several times
   # slower under TCG, and every process start pays for it. A 256 MiB translation cache
   # halves qemu's memory at no measurable cost.
+  # shellcheck disable=SC2054 # commas belong to qemu's option syntax
   local args=(
     -accel "tcg,thread=multi,tb-size=256" -cpu "${RMSG_SOFTROCE_CPU:-Nehalem}"
     -m "$mem" -smp "$smp"
@@ -65,7 +68,9 @@ vm_run_qemu() {
   cat "$ctl/err.fifo" >&2 &
   local cat_err=$!
   local t0=$SECONDS qrc=0
-  timeout -k 5 "$timeout" qemu-system-x86_64 "${args[@]}" </dev/null 2>"$ctl/qemu.err" || qrc=$?
+  # --foreground keeps qemu in our process group: Ctrl-C and CTest's kill reach it.
+  timeout --foreground -k 5 "$timeout" qemu-system-x86_64 "${args[@]}" </dev/null \
+    2>"$ctl/qemu.err" || qrc=$?
   # A qemu that died before opening the fifos leaves the readers blocked in open().
   for f in out err; do
     exec {fd}<>"$ctl/$f.fifo"
@@ -83,7 +88,7 @@ vm_report() {
   local ctl=$1 qrc=$2 wall=$3 rc=125
   if [ "$verbose" = 1 ]; then
     echo "softroce: wall ${wall}s; guest uptime at userland $(vm_stamp "$ctl" userland)s," \
-      "rdma ready $(vm_stamp "$ctl" ready)s, command done $(vm_stamp "$ctl" done)s" >&2
+      "rdma ready $(vm_stamp "$ctl" ready)s, command done $(vm_stamp "$ctl" "done")s" >&2
   fi
   if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
     echo "softroce: TIMEOUT: the guest ran past ${timeout}s and was killed" >&2
