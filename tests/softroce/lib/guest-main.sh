@@ -44,7 +44,9 @@ ip addr add "$IP/24" dev eth0 || fail "cannot set $IP on eth0"
 for m in ib_uverbs rdma_ucm rdma_rxe; do
   modprobe "$m" || fail "modprobe $m (is the kernel's rdma_rxe module installed?)"
 done
+log "modules loaded"
 rdma link add rxe0 type rxe netdev eth0 || fail "rdma link add rxe0 type rxe netdev eth0"
+log "rxe0 added"
 
 # The port turns ACTIVE once the netdev's carrier is up; poll until then or a deadline.
 state=/sys/class/infiniband/rxe0/ports/1/state
