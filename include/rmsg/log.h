@@ -29,9 +29,9 @@ void log_write(LogLevel level, const char* fmt, ...) __attribute__((format(print
 }  // namespace rmsg
 
 // printf-style; arguments are evaluated only when a handler would receive the message.
-#define RMSG_LOG(level, ...)                                                   \
-  do {                                                                         \
-    if (::rmsg::detail::log_enabled(::rmsg::LogLevel::level)) {                \
-      ::rmsg::detail::log_write(::rmsg::LogLevel::level, __VA_ARGS__);         \
-    }                                                                          \
+#define RMSG_LOG(level, ...)                                           \
+  do {                                                                 \
+    if (::rmsg::detail::log_enabled(::rmsg::LogLevel::level)) {        \
+      ::rmsg::detail::log_write(::rmsg::LogLevel::level, __VA_ARGS__); \
+    }                                                                  \
   } while (0)

@@ -19,25 +19,25 @@ namespace rmsg {
 // rmsg's own conditions. Values are stable (they show up in logs and counters).
 enum class Errc {
   ok = 0,
-  would_block = 1,         // retryable: no data / no space now; wait for readiness.
-  peer_closed = 2,         // not retryable: the peer shut down its side (orderly).
-  timeout = 3,             // not retryable on this connection: a deadline passed.
-  protocol_error = 4,      // not retryable: the peer sent something malformed.
-  rejected = 5,            // not retryable as is: the peer refused the connection.
-  unreachable = 6,         // retryable later: no route / peer unreachable.
-  address_error = 7,       // not retryable: address resolution failed or bad address.
-  route_error = 8,         // retryable later: route resolution failed.
-  connection_reset = 9,    // not retryable: the connection was torn down abortively.
-  connection_refused = 10, // retryable later: nothing listens at the peer address.
-  not_connected = 11,      // not retryable: the stream is not (or no longer) connected.
-  closed = 12,             // not retryable: this side closed the stream.
-  cancelled = 13,          // not retryable: the operation was cancelled locally.
-  resource_exhausted = 14, // retryable later: queue full, pool exhausted, memlock limit.
-  invalid_argument = 15,   // not retryable: the caller passed something invalid.
-  version_mismatch = 16,   // not retryable: the peer speaks another protocol version.
-  device_error = 17,       // not retryable: the RDMA device failed or was removed.
-  not_supported = 18,      // not retryable: this build or device cannot do it.
-  shutdown = 19,           // not retryable: writes after shutdown_write().
+  would_block = 1,          // retryable: no data / no space now; wait for readiness.
+  peer_closed = 2,          // not retryable: the peer shut down its side (orderly).
+  timeout = 3,              // not retryable on this connection: a deadline passed.
+  protocol_error = 4,       // not retryable: the peer sent something malformed.
+  rejected = 5,             // not retryable as is: the peer refused the connection.
+  unreachable = 6,          // retryable later: no route / peer unreachable.
+  address_error = 7,        // not retryable: address resolution failed or bad address.
+  route_error = 8,          // retryable later: route resolution failed.
+  connection_reset = 9,     // not retryable: the connection was torn down abortively.
+  connection_refused = 10,  // retryable later: nothing listens at the peer address.
+  not_connected = 11,       // not retryable: the stream is not (or no longer) connected.
+  closed = 12,              // not retryable: this side closed the stream.
+  cancelled = 13,           // not retryable: the operation was cancelled locally.
+  resource_exhausted = 14,  // retryable later: queue full, pool exhausted, memlock limit.
+  invalid_argument = 15,    // not retryable: the caller passed something invalid.
+  version_mismatch = 16,    // not retryable: the peer speaks another protocol version.
+  device_error = 17,        // not retryable: the RDMA device failed or was removed.
+  not_supported = 18,       // not retryable: this build or device cannot do it.
+  shutdown = 19,            // not retryable: writes after shutdown_write().
 };
 
 const std::error_category& error_category() noexcept;
@@ -47,7 +47,9 @@ inline std::error_code make_error_code(Errc e) noexcept {
 }
 
 // An errno value as an error_code (system category).
-inline std::error_code errno_code(int err) noexcept { return {err, std::system_category()}; }
+inline std::error_code errno_code(int err) noexcept {
+  return {err, std::system_category()};
+}
 
 // True when the same operation may succeed if tried again later (would_block,
 // resource_exhausted, unreachable, route_error, connection_refused, EAGAIN/EINTR/ENOBUFS...).
@@ -66,7 +68,7 @@ template <class T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
-  Result(std::error_code ec) : v_(std::in_place_index<1>, ec) {       // NOLINT: implicit
+  Result(std::error_code ec) : v_(std::in_place_index<1>, ec) {      // NOLINT: implicit
     assert(ec);
   }
   Result(Errc e) : Result(make_error_code(e)) {}  // NOLINT: implicit
@@ -92,7 +94,7 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
-  Result(std::error_code ec) : ec_(ec) {}  // NOLINT: implicit
+  Result(std::error_code ec) : ec_(ec) {}      // NOLINT: implicit
   Result(Errc e) : ec_(make_error_code(e)) {}  // NOLINT: implicit
 
   bool ok() const noexcept { return !ec_; }

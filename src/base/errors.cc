@@ -10,26 +10,46 @@ class RmsgCategory final : public std::error_category {
   const char* name() const noexcept override { return "rmsg"; }
   std::string message(int code) const override {
     switch (static_cast<Errc>(code)) {
-      case Errc::ok: return "success";
-      case Errc::would_block: return "operation would block";
-      case Errc::peer_closed: return "peer closed the connection";
-      case Errc::timeout: return "timed out";
-      case Errc::protocol_error: return "protocol error: peer sent malformed data";
-      case Errc::rejected: return "connection rejected by peer";
-      case Errc::unreachable: return "peer unreachable";
-      case Errc::address_error: return "address resolution failed";
-      case Errc::route_error: return "route resolution failed";
-      case Errc::connection_reset: return "connection reset";
-      case Errc::connection_refused: return "connection refused";
-      case Errc::not_connected: return "not connected";
-      case Errc::closed: return "stream closed";
-      case Errc::cancelled: return "operation cancelled";
-      case Errc::resource_exhausted: return "resources exhausted";
-      case Errc::invalid_argument: return "invalid argument";
-      case Errc::version_mismatch: return "protocol version mismatch";
-      case Errc::device_error: return "RDMA device error";
-      case Errc::not_supported: return "not supported";
-      case Errc::shutdown: return "write side already shut down";
+      case Errc::ok:
+        return "success";
+      case Errc::would_block:
+        return "operation would block";
+      case Errc::peer_closed:
+        return "peer closed the connection";
+      case Errc::timeout:
+        return "timed out";
+      case Errc::protocol_error:
+        return "protocol error: peer sent malformed data";
+      case Errc::rejected:
+        return "connection rejected by peer";
+      case Errc::unreachable:
+        return "peer unreachable";
+      case Errc::address_error:
+        return "address resolution failed";
+      case Errc::route_error:
+        return "route resolution failed";
+      case Errc::connection_reset:
+        return "connection reset";
+      case Errc::connection_refused:
+        return "connection refused";
+      case Errc::not_connected:
+        return "not connected";
+      case Errc::closed:
+        return "stream closed";
+      case Errc::cancelled:
+        return "operation cancelled";
+      case Errc::resource_exhausted:
+        return "resources exhausted";
+      case Errc::invalid_argument:
+        return "invalid argument";
+      case Errc::version_mismatch:
+        return "protocol version mismatch";
+      case Errc::device_error:
+        return "RDMA device error";
+      case Errc::not_supported:
+        return "not supported";
+      case Errc::shutdown:
+        return "write side already shut down";
     }
     return "unknown rmsg error " + std::to_string(code);
   }

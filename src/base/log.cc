@@ -27,10 +27,14 @@ std::atomic<int> g_min_level{-1};
 
 const char* to_string(LogLevel level) noexcept {
   switch (level) {
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warn: return "warn";
-    case LogLevel::error: return "error";
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::error:
+      return "error";
   }
   return "?";
 }
@@ -73,8 +77,8 @@ void log_write(LogLevel level, const char* fmt, ...) {
   const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   if (n < 0) return;
-  const auto len = static_cast<std::size_t>(n) < sizeof buf ? static_cast<std::size_t>(n)
-                                                           : sizeof buf - 1;
+  const auto len =
+      static_cast<std::size_t>(n) < sizeof buf ? static_cast<std::size_t>(n) : sizeof buf - 1;
   (*handler)(level, std::string_view(buf, len));
 }
 

@@ -57,7 +57,9 @@ class Fd {
 class EventLoop::Impl {
  public:
   Impl(Fd ep, Fd wake, Fd timer)
-      : ep_(std::move(ep)), wake_(std::move(wake)), timer_(std::move(timer)),
+      : ep_(std::move(ep)),
+        wake_(std::move(wake)),
+        timer_(std::move(timer)),
         owner_(std::this_thread::get_id()) {}
 
   struct Watcher {
@@ -94,6 +96,7 @@ class EventLoop::Impl {
   std::uint64_t timer_seq_ = 0;
   std::vector<Task> deferred_;
   std::map<std::uint64_t, std::shared_ptr<std::function<bool()>>> pollers_;
+  std::map<std::uint64_t, Task> destroy_hooks_;
 
   std::mutex post_mu_;
   std::vector<Task> posted_;
@@ -269,7 +272,24 @@ Result<std::unique_ptr<EventLoop>> EventLoop::create() {
 }
 
 EventLoop::EventLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-EventLoop::~EventLoop() = default;
+EventLoop::~EventLoop() {
+  // Newest first; a hook may add or remove hooks and use every other method.
+  auto& hooks = impl_->destroy_hooks_;
+  while (!hooks.empty()) {
+    auto node = hooks.extract(std::prev(hooks.end()));
+    node.mapped()();
+  }
+}
+
+std::uint64_t EventLoop::add_destroy_hook(Task task) {
+  const std::uint64_t id = impl_->next_id_++;
+  impl_->destroy_hooks_.emplace(id, std::move(task));
+  return id;
+}
+
+void EventLoop::remove_destroy_hook(std::uint64_t id) {
+  impl_->destroy_hooks_.erase(id);
+}
 
 Result<WatchId> EventLoop::watch(int fd, std::uint32_t interest, IoCallback callback) {
   const WatchId id = impl_->next_id_++;
@@ -346,7 +366,9 @@ void EventLoop::stop() {
   impl_->signal();
 }
 
-Result<int> EventLoop::run_once(Duration timeout) { return impl_->run_once(timeout); }
+Result<int> EventLoop::run_once(Duration timeout) {
+  return impl_->run_once(timeout);
+}
 
 bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point deadline) {
   if (done()) return true;
@@ -361,8 +383,12 @@ bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point d
   return done();
 }
 
-void EventLoop::set_busy_poll(bool on) noexcept { impl_->busy_poll_ = on; }
-bool EventLoop::busy_poll() const noexcept { return impl_->busy_poll_; }
+void EventLoop::set_busy_poll(bool on) noexcept {
+  impl_->busy_poll_ = on;
+}
+bool EventLoop::busy_poll() const noexcept {
+  return impl_->busy_poll_;
+}
 
 std::uint64_t EventLoop::add_poller(std::function<bool()> poll) {
   const auto id = impl_->next_id_++;
@@ -370,9 +396,13 @@ std::uint64_t EventLoop::add_poller(std::function<bool()> poll) {
   return id;
 }
 
-void EventLoop::remove_poller(std::uint64_t id) { impl_->pollers_.erase(id); }
+void EventLoop::remove_poller(std::uint64_t id) {
+  impl_->pollers_.erase(id);
+}
 
-int EventLoop::fd() const noexcept { return impl_->ep_.get(); }
+int EventLoop::fd() const noexcept {
+  return impl_->ep_.get();
+}
 
 bool EventLoop::in_loop_thread() const noexcept {
   return impl_->owner_.load(std::memory_order_relaxed) == std::this_thread::get_id();

@@ -19,8 +19,8 @@ TEST(SocketAddress, ParsesNumericV4AndV6) {
 }
 
 TEST(SocketAddress, RejectsNamesAndGarbage) {
-  for (const char* bad : {"localhost:80", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999",
-                          "::1:80", "[::1]80", "[::1", "1.2.3.4:8x", ""}) {
+  for (const char* bad : {"localhost:80", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "::1:80",
+                          "[::1]80", "[::1", "1.2.3.4:8x", ""}) {
     EXPECT_TRUE(SocketAddress::parse(bad).is(Errc::invalid_argument)) << bad;
   }
 }

@@ -12,7 +12,9 @@ namespace {
 using namespace std::chrono_literals;
 using Pool = IdlePool<std::string, std::unique_ptr<int>>;
 
-std::unique_ptr<int> item(int v) { return std::make_unique<int>(v); }
+std::unique_ptr<int> item(int v) {
+  return std::make_unique<int>(v);
+}
 
 TEST(IdlePool, TakesOnlyMatchingKeysMostRecentFirst) {
   Pool pool(8, 10s);

@@ -86,16 +86,22 @@ TEST_F(LoopTest, WatcherRemovedByAnEarlierCallbackInTheSameBatch) {
   int calls_a = 0, calls_b = 0;
   WatchId ida = 0, idb = 0;
   // Whichever fires first removes the other; the other must then not run.
-  ida = loop().watch(a.fd[0], kReadable, [&](std::uint32_t) {
-    ++calls_a;
-    loop().unwatch(idb);
-    loop().unwatch(ida);
-  }).value();
-  idb = loop().watch(b.fd[0], kReadable, [&](std::uint32_t) {
-    ++calls_b;
-    loop().unwatch(ida);
-    loop().unwatch(idb);
-  }).value();
+  ida = loop()
+            .watch(a.fd[0], kReadable,
+                   [&](std::uint32_t) {
+                     ++calls_a;
+                     loop().unwatch(idb);
+                     loop().unwatch(ida);
+                   })
+            .value();
+  idb = loop()
+            .watch(b.fd[0], kReadable,
+                   [&](std::uint32_t) {
+                     ++calls_b;
+                     loop().unwatch(ida);
+                     loop().unwatch(idb);
+                   })
+            .value();
   ASSERT_EQ(::write(a.fd[1], "x", 1), 1);
   ASSERT_EQ(::write(b.fd[1], "x", 1), 1);
   EXPECT_TRUE(loop().run_for([&] { return calls_a + calls_b > 0; }, 5s));
@@ -141,11 +147,14 @@ TEST_F(LoopTest, EmbeddingThroughFd) {
 
   SocketPair sp;
   bool io = false, timer = false, deferred = false;
-  ASSERT_TRUE(loop().watch(sp.fd[0], kReadable, [&](std::uint32_t) {
-    char c;
-    EXPECT_EQ(::read(sp.fd[0], &c, 1), 1);
-    io = true;
-  }).ok());
+  ASSERT_TRUE(loop()
+                  .watch(sp.fd[0], kReadable,
+                         [&](std::uint32_t) {
+                           char c;
+                           EXPECT_EQ(::read(sp.fd[0], &c, 1), 1);
+                           io = true;
+                         })
+                  .ok());
   loop().add_timer(20ms, [&] {
     timer = true;
     loop().defer([&] { deferred = true; });

@@ -50,9 +50,7 @@ TEST_F(LoopTest, PostWakesASleepingRun) {
 }
 
 TEST_F(LoopTest, StopFromAnotherThread) {
-  std::thread stopper([&] {
-    loop().stop();
-  });
+  std::thread stopper([&] { loop().stop(); });
   ASSERT_TRUE(loop().run().ok());
   stopper.join();
 }
