@@ -32,7 +32,6 @@ class ClientConn {
   EventChannel& ch_;
   RcEndpoint& ep_;
   bool built_ = false;
-  std::uint32_t attempts_ = 0;
   CmIdPtr id_;
 };
 
