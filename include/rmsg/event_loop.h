@@ -52,8 +52,8 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
   EventLoop(EventLoop&&) = delete;
   EventLoop& operator=(EventLoop&&) = delete;
-  // Closes the fds. Watched fds are not closed (the loop does not own them); pending
-  // tasks and timers are dropped without running.
+  // Runs the destroy hooks (add_destroy_hook), then closes the fds. Watched fds are not
+  // closed (the loop does not own them); pending tasks and timers are dropped unrun.
   ~EventLoop();
 
   // Watches fd (level-triggered) for `interest` (kReadable|kWritable). The fd must stay
@@ -104,6 +104,12 @@ class EventLoop {
   // poll their CQs there). Returns true if it found work. Removal is safe from callbacks.
   std::uint64_t add_poller(std::function<bool()> poll);
   void remove_poller(std::uint64_t id);
+
+  // Runs `task` first thing in ~EventLoop, while every method still works (newest hook
+  // first). For owners of work that must not outlive the loop, such as a connect in
+  // flight. Removal is safe from callbacks and for unknown ids.
+  std::uint64_t add_destroy_hook(Task task);
+  void remove_destroy_hook(std::uint64_t id);
 
   // Thread-safe: the epoll fd, readable when there is work (for embedding).
   int fd() const noexcept;

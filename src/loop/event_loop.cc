@@ -276,8 +276,10 @@ EventLoop::~EventLoop() {
   // Newest first; a hook may add or remove hooks and use every other method.
   auto& hooks = impl_->destroy_hooks_;
   while (!hooks.empty()) {
-    auto node = hooks.extract(std::prev(hooks.end()));
-    node.mapped()();
+    auto it = std::prev(hooks.end());
+    auto task = std::make_shared<Task>(std::move(it->second));
+    hooks.erase(it);
+    if (*task) (*task)();
   }
 }
 
