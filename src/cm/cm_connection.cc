@@ -25,6 +25,23 @@ CmConnection::~CmConnection() {
   cancel_deadline();
   disconnect();
   channel_->retire(std::move(id_));
+  notify(Step::gone);
+}
+
+void CmConnection::notify(Step step) {
+  if (observer_) observer_(*this, step);
+}
+
+void CmConnection::expire(std::error_code ec) {
+  if (state_ == State::established) return;
+  fail(ec);
+}
+
+verbs::CmId CmConnection::release_id() {
+  cancel_deadline();
+  disconnect();
+  if (id_) channel_->detach(id_.get());
+  return std::move(id_);
 }
 
 Result<void> CmConnection::connect(const SocketAddress& peer) {
@@ -33,11 +50,13 @@ Result<void> CmConnection::connect(const SocketAddress& peer) {
   id_ = std::move(id).value();
   SocketAddress dst = peer;  // rdma_resolve_addr takes a non-const sockaddr
   state_ = State::resolving_addr;
-  const auto ms = static_cast<int>(tuning_.resolve_timeout.count());
+  // Under an observer the step deadline is its tick's; rdma_cm's is only a backstop.
+  const auto ms = static_cast<int>(tuning_.resolve_timeout.count()) * (observer_ ? 2 : 1);
   if (rdma_resolve_addr(id_.get(), nullptr, dst.sockaddr_ptr(), ms) != 0) {
     state_ = State::failed;
     return errno_code(errno);
   }
+  notify(Step::resolving);
   return {};
 }
 
@@ -49,6 +68,7 @@ Result<void> CmConnection::accept(const rdma_cm_event& event) {
     auto qp = delegate_.cm_acquire(id_.get(), cm_private_data(event));
     if (!qp) return qp.error();
     qp_ = qp.value();
+    notify(Step::resources_ready);
     RMSG_TRY(modify_qp(IBV_QPS_INIT));
     RMSG_TRY(delegate_.cm_post_receives());
     RMSG_TRY(modify_qp(IBV_QPS_RTR));
@@ -71,6 +91,7 @@ Result<void> CmConnection::accept(const rdma_cm_event& event) {
     state_ = State::failed;
     return r;
   }
+  notify(Step::connect_sent);
   arm_deadline();
   return {};
 }
@@ -87,6 +108,7 @@ Result<void> CmConnection::modify_qp(ibv_qp_state state) {
   int mask = 0;
   attr.qp_state = state;
   if (rdma_init_qp_attr(id_.get(), &attr, &mask) != 0) return errno_code(errno);
+  if (state == IBV_QPS_RTR && service_level_) attr.ah_attr.sl = *service_level_;
   if (state == IBV_QPS_RTS) {
     attr.timeout = tuning_.ack_timeout;
     attr.retry_cnt = tuning_.retry_count;
@@ -102,10 +124,11 @@ void CmConnection::on_cm_event(const rdma_cm_event& event) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
       if (state_ != State::resolving_addr) return;
       state_ = State::resolving_route;
-      if (rdma_resolve_route(id_.get(), static_cast<int>(tuning_.resolve_timeout.count())) != 0) {
-        fail(errno_code(errno));
+      if (rdma_resolve_route(id_.get(), static_cast<int>(tuning_.resolve_timeout.count()) *
+                                            (observer_ ? 2 : 1)) != 0) {
+        return fail(errno_code(errno));
       }
-      return;
+      return notify(Step::address_resolved);
     case RDMA_CM_EVENT_ADDR_ERROR:
       return fail(cm_event_error(event, Errc::address_error));
     case RDMA_CM_EVENT_ROUTE_RESOLVED:
@@ -120,9 +143,11 @@ void CmConnection::on_cm_event(const rdma_cm_event& event) {
       if (state_ != State::accepting) return;
       cancel_deadline();
       state_ = State::established;
+      notify(Step::established);
       delegate_.cm_established();
       return;
     case RDMA_CM_EVENT_REJECTED:
+      reject_status_ = event.status;
       return fail(delegate_.cm_rejected(event.status, cm_private_data(event)));
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -131,16 +156,21 @@ void CmConnection::on_cm_event(const rdma_cm_event& event) {
       return on_disconnected();
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
       return fail(make_error_code(Errc::device_error));
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      timewait_exited_ = true;
+      return;
     default:
-      return;  // TIMEWAIT_EXIT, ADDR_CHANGE: nothing to do for a stream
+      return;  // ADDR_CHANGE: nothing to do for a stream
   }
 }
 
 void CmConnection::on_route_resolved() {
+  notify(Step::route_resolved);
   auto run = [&]() -> Result<void> {
     auto qp = delegate_.cm_acquire(id_.get(), {});
     if (!qp) return qp.error();
     qp_ = qp.value();
+    notify(Step::resources_ready);
     RMSG_TRY(modify_qp(IBV_QPS_INIT));
     RMSG_TRY(delegate_.cm_post_receives());
     const auto data = delegate_.cm_private_data();
@@ -157,6 +187,7 @@ void CmConnection::on_route_resolved() {
   };
   if (auto r = run(); !r) return fail(r.error());
   state_ = State::connecting;
+  notify(Step::connect_sent);
   arm_deadline();
 }
 
@@ -173,6 +204,7 @@ void CmConnection::on_connect_response(const rdma_cm_event& event) {
   if (auto r = run(); !r) return fail(r.error());
   cancel_deadline();
   state_ = State::established;
+  notify(Step::established);
   delegate_.cm_established();
 }
 
@@ -191,11 +223,13 @@ void CmConnection::fail(std::error_code ec) {
   cancel_deadline();
   disconnect();
   state_ = State::failed;
+  notify(Step::failed);
   delegate_.cm_failed(ec);
 }
 
 void CmConnection::arm_deadline() {
   cancel_deadline();
+  if (observer_) return;  // the observer's tick enforces the handshake deadline
   deadline_ = channel_->loop().add_timer(tuning_.connect_timeout, [this] {
     deadline_ = 0;
     fail(make_error_code(Errc::timeout));

@@ -17,12 +17,19 @@
 // Each step has a deadline: resolution steps pass theirs to rdma_cm, the handshake is
 // timed by a loop timer. Failures reach Delegate::cm_failed exactly once.
 //
+// An observer (set_observer, used by the connection manager) sees every step as it is
+// entered; with one installed the connection arms no handshake timer of its own and gives
+// rdma_cm twice the resolve timeout as a backstop: the observer enforces the step
+// deadlines (expire()) from its periodic tick.
+//
 // Threading: loop thread only. Delegate calls must not destroy the CmConnection (defer).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <system_error>
 
@@ -71,6 +78,19 @@ class CmConnection final : public CmEventHandler {
     ~Delegate() = default;
   };
 
+  // Setup steps as an observer sees them, in order (failed and gone may come any time).
+  enum class Step {
+    resolving,         // active: rdma_resolve_addr issued
+    address_resolved,  // ADDR_RESOLVED, rdma_resolve_route issued
+    route_resolved,    // ROUTE_RESOLVED, resources about to be acquired
+    resources_ready,   // the delegate returned a QP (active and passive)
+    connect_sent,      // rdma_connect / rdma_accept issued
+    established,
+    failed,  // setup failed (the delegate's cm_failed follows)
+    gone,    // the CmConnection is being destroyed
+  };
+  using Observer = std::function<void(CmConnection&, Step)>;
+
   enum class State {
     idle,
     resolving_addr,
@@ -98,6 +118,22 @@ class CmConnection final : public CmEventHandler {
   // Sends a disconnect request if connected or connecting; idempotent.
   void disconnect();
 
+  // Installs the step observer (before connect()/accept()). It must not destroy this
+  // connection; it may call expire() later, from outside its own call.
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
+  // Overrides the service level of the path (ah_attr.sl at RTR).
+  void set_service_level(std::uint8_t sl) { service_level_ = sl; }
+  // Fails the setup now with `ec` (a step deadline passed); no-op once established,
+  // failed or disconnected.
+  void expire(std::error_code ec);
+  // Disconnects (if needed), detaches the id from this connection and hands it over: a
+  // connection manager keeps it until TIMEWAIT_EXIT. Destroy it with CmChannel::retire.
+  verbs::CmId release_id();
+  // True once the id reported TIMEWAIT_EXIT (the peer's stale packets are gone).
+  bool timewait_exited() const noexcept { return timewait_exited_; }
+  // The status of a REJECTED event (the IB CM reject reason; 8: nothing listens), else 0.
+  int reject_status() const noexcept { return reject_status_; }
+
   State state() const noexcept { return state_; }
   rdma_cm_id* id() const noexcept { return id_.get(); }
 
@@ -111,10 +147,15 @@ class CmConnection final : public CmEventHandler {
   void fail(std::error_code ec);
   void arm_deadline();
   void cancel_deadline();
+  void notify(Step step);
 
   std::shared_ptr<CmChannel> channel_;
   Delegate& delegate_;
   CmTuning tuning_;
+  Observer observer_;
+  std::optional<std::uint8_t> service_level_;
+  bool timewait_exited_ = false;
+  int reject_status_ = 0;
   State state_ = State::idle;
   ibv_qp* qp_ = nullptr;  // the delegate's
   TimerId deadline_ = 0;

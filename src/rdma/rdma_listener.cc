@@ -5,6 +5,7 @@
 #include <map>
 
 #include "cm/cm_connection.h"
+#include "rdma/rdma_connect.h"
 #include "rdma/rdma_stream.h"
 #include "rmsg/log.h"
 
@@ -13,10 +14,11 @@ namespace {
 
 class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
  public:
-  RdmaListener(EventLoop& loop, const RdmaOptions& options, AcceptCallback on_accept,
-               std::shared_ptr<cm::CmChannel> channel)
+  RdmaListener(EventLoop& loop, const RdmaOptions& options, ResourceHooks hooks,
+               AcceptCallback on_accept, std::shared_ptr<cm::CmChannel> channel)
       : loop_(loop),
         options_(options),
+        hooks_(std::move(hooks)),
         on_accept_(std::move(on_accept)),
         channel_(std::move(channel)) {}
   RdmaListener(const RdmaListener&) = delete;
@@ -53,7 +55,7 @@ class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
       return refuse(event, hello.is(Errc::version_mismatch) ? wire::RejectReason::version
                                                             : wire::RejectReason::malformed);
     }
-    auto stream = RdmaStream::create(loop_, options_, {});
+    auto stream = RdmaStream::create(loop_, options_, hooks_);
     if (!stream) return refuse(event, wire::RejectReason::resources);
     RdmaStream* raw = stream.value().get();
     pending_.emplace(raw, std::move(stream).value());
@@ -78,6 +80,7 @@ class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
 
   EventLoop& loop_;
   RdmaOptions options_;
+  ResourceHooks hooks_;
   AcceptCallback on_accept_;
   std::shared_ptr<cm::CmChannel> channel_;
   SocketAddress bound_;
@@ -87,21 +90,28 @@ class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
 };
 
 }  // namespace
+
+Result<Listener> listen_with(EventLoop& loop, const SocketAddress& address,
+                             const RdmaOptions& options, ResourceHooks hooks,
+                             AcceptCallback on_accept) {
+  if (!address.valid()) return Errc::invalid_argument;
+  auto geometry = geometry_from(options);
+  if (!geometry) return geometry.error();
+  auto channel = cm::CmChannel::for_loop(loop);
+  if (!channel) return channel.error();
+  auto listener = std::make_unique<RdmaListener>(loop, options, std::move(hooks),
+                                                 std::move(on_accept), std::move(channel).value());
+  RMSG_TRY(listener->start(address));
+  return Listener(std::move(listener));
+}
+
 }  // namespace rmsg::rdma
 
 namespace rmsg {
 
 Result<Listener> rdma_listen(EventLoop& loop, const SocketAddress& address,
                              const RdmaOptions& options, AcceptCallback on_accept) {
-  if (!address.valid()) return Errc::invalid_argument;
-  auto geometry = rdma::geometry_from(options);
-  if (!geometry) return geometry.error();
-  auto channel = cm::CmChannel::for_loop(loop);
-  if (!channel) return channel.error();
-  auto listener = std::make_unique<rdma::RdmaListener>(loop, options, std::move(on_accept),
-                                                       std::move(channel).value());
-  RMSG_TRY(listener->start(address));
-  return Listener(std::move(listener));
+  return rdma::listen_with(loop, address, options, {}, std::move(on_accept));
 }
 
 }  // namespace rmsg

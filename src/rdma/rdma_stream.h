@@ -93,7 +93,7 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   void on_cq_event(bool send);
   void finish_setup(std::error_code ec);
   void move_qp_to_error();
-  void release_resources();
+  void release_resources(verbs::CmId old_id, bool timewait_exited);
 
   // data path (stream_datapath.cc)
   bool poll_completions();

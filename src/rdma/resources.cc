@@ -31,7 +31,7 @@ Result<verbs::Qp> create_qp_probing_inline(ConnResources& r) {
   // the request until the QP is created.
   for (std::uint32_t want = r.geometry.inline_size;; want /= 2) {
     attr.cap.max_inline_data = want;
-    auto qp = verbs::create_qp(r.pd.get(), attr);
+    auto qp = verbs::create_qp(r.pd->get(), attr);
     if (qp || want == 0) {
       if (qp) r.inline_granted = attr.cap.max_inline_data;
       return qp;
@@ -52,13 +52,18 @@ Result<Geometry> geometry_from(const RdmaOptions& o) {
                   o.inline_size};
 }
 
-Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, const Geometry& g) {
+Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, const Geometry& g,
+                                                             std::shared_ptr<verbs::Pd> shared_pd) {
   auto r = std::make_unique<ConnResources>();
   r->context = ctx;
   r->geometry = g;
-  auto pd = verbs::alloc_pd(ctx);
-  if (!pd) return pd.error();
-  r->pd = std::move(pd).value();
+  if (shared_pd) {
+    r->pd = std::move(shared_pd);
+  } else {
+    auto pd = verbs::alloc_pd(ctx);
+    if (!pd) return pd.error();
+    r->pd = std::make_shared<verbs::Pd>(std::move(pd).value());
+  }
   for (auto* ch : {&r->send_channel, &r->recv_channel}) {
     auto c = verbs::create_comp_channel(ctx);
     if (!c) return c.error();
@@ -79,10 +84,10 @@ Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, c
   if (!rbuf) return rbuf.error();
   r->recv_ring = std::move(rbuf).value();
   // The peer only SENDs: no remote access to either ring.
-  auto smr = verbs::reg_mr(r->pd.get(), r->send_ring.get(), send_len, 0);
+  auto smr = verbs::reg_mr(r->pd->get(), r->send_ring.get(), send_len, 0);
   if (!smr) return smr.error();
   r->send_mr = std::move(smr).value();
-  auto rmr = verbs::reg_mr(r->pd.get(), r->recv_ring.get(), recv_len, IBV_ACCESS_LOCAL_WRITE);
+  auto rmr = verbs::reg_mr(r->pd->get(), r->recv_ring.get(), recv_len, IBV_ACCESS_LOCAL_WRITE);
   if (!rmr) return rmr.error();
   r->recv_mr = std::move(rmr).value();
   auto qp = create_qp_probing_inline(*r);
@@ -94,7 +99,11 @@ Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, c
 }
 
 ResourceHooks default_resource_hooks() {
-  return ResourceHooks{&create_conn_resources, {}};
+  ResourceHooks hooks;
+  hooks.acquire = [](rdma_cm_id* id, const Geometry& g) {
+    return create_conn_resources(id->verbs, g);
+  };
+  return hooks;
 }
 
 }  // namespace rmsg::rdma

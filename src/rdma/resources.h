@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "cm/cm_connection.h"
 #include "rmsg/rdma.h"
 #include "rmsg/result.h"
 #include "verbs/verbs.h"
@@ -33,7 +34,7 @@ struct ConnResources {
   // Declaration order is construction order; teardown runs in reverse: QP, MRs, the ring
   // memory they cover, CQs (acking their events), completion channels, PD.
   ibv_context* context = nullptr;  // librdmacm's: never closed here
-  verbs::Pd pd;
+  std::shared_ptr<verbs::Pd> pd;   // one per device context under a connection manager
   verbs::CompChannel send_channel;
   verbs::CompChannel recv_channel;
   verbs::Cq send_cq;  // depth sq_depth: every send WR may complete (or flush)
@@ -48,6 +49,16 @@ struct ConnResources {
   std::uint32_t inline_granted = 0;
   // Bumped on every use; carried in wr_ids so a completion of an earlier use is stale.
   std::uint16_t generation = 0;
+  // The connection manager's number for this structure (0 outside a manager).
+  std::uint16_t serial = 0;
+  // Receives posted in the current generation whose completion nobody has polled yet:
+  // recycling reaps exactly this many (flushed) receive completions.
+  std::uint32_t recv_posted = 0;
+
+  // The hello's epoch (docs/protocol.md): which structure, which use of it.
+  std::uint32_t epoch() const noexcept {
+    return (std::uint32_t{serial} << 16) | std::uint32_t{generation};
+  }
 
   std::byte* send_block(std::uint32_t i) const noexcept {
     return send_ring.get() + static_cast<std::size_t>(i) * geometry.send_block_size;
@@ -57,17 +68,34 @@ struct ConnResources {
   }
 };
 
-// Builds a fresh structure on `ctx` (QP in RESET). The inline size is probed downwards
-// from the requested one when the device refuses it.
-Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx,
-                                                             const Geometry& geometry);
+// Builds a fresh structure on `ctx` (QP in RESET) in the protection domain `pd` (a new
+// one when null). The inline size is probed downwards from the requested one when the
+// device refuses it.
+Result<std::unique_ptr<ConnResources>> create_conn_resources(
+    ibv_context* ctx, const Geometry& geometry, std::shared_ptr<verbs::Pd> pd = nullptr);
+
+// What a closed stream gives back: its structure, whether it may serve again, and its
+// old rdma_cm id (already disconnected and detached from the stream), which a connection
+// manager keeps until TIMEWAIT_EXIT. The id must be destroyed through
+// cm::CmChannel::retire (it may be inside the dispatch of its own event).
+struct ReleasedStructure {
+  std::unique_ptr<ConnResources> res;
+  // False unless the connection was established and ended without a QP failure (a clean
+  // close, or the peer's disconnect): a failed QP is never reused.
+  bool reusable = false;
+  verbs::CmId id;
+  bool timewait_exited = false;  // the old id already reported TIMEWAIT_EXIT
+};
 
 // The one seam where a connection's resources are obtained (at ROUTE_RESOLVED on the
-// active side, at CONNECT_REQUEST on the passive side) and given back when the stream is
-// closed. `reusable` is false when the QP failed (a failed QP must not be reused).
+// active side, at CONNECT_REQUEST on the passive side; `id` is the connection's id, which
+// names the device and port) and given back when the stream is closed. `on_step`, when
+// set, observes the connection's setup steps (cm::CmConnection::set_observer): a manager
+// times the phases and enforces the step deadlines with it.
 struct ResourceHooks {
-  std::function<Result<std::unique_ptr<ConnResources>>(ibv_context*, const Geometry&)> acquire;
-  std::function<void(std::unique_ptr<ConnResources>, bool reusable)> release;  // {}: destroy
+  std::function<Result<std::unique_ptr<ConnResources>>(rdma_cm_id* id, const Geometry&)> acquire;
+  std::function<void(ReleasedStructure)> release;  // {}: destroy, the id retired at once
+  cm::CmConnection::Observer on_step;              // {}: the connection times itself
 };
 ResourceHooks default_resource_hooks();
 

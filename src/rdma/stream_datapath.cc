@@ -139,6 +139,7 @@ Result<void> RdmaStream::repost(std::uint32_t block) {
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
   RMSG_TRY(verbs::check_rc(ibv_post_recv(res_->qp.get(), &wr, &bad)));
+  ++res_->recv_posted;
   credits_.on_reposted();
   return {};
 }
@@ -214,6 +215,7 @@ void RdmaStream::on_send_completion(const ibv_wc& wc) {
 
 void RdmaStream::on_recv_completion(const ibv_wc& wc) {
   if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
+  --res_->recv_posted;  // recycling reaps the rest
   if (wc.status != IBV_WC_SUCCESS) {
     if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
       RMSG_LOG(warn, "rdma receive completion: %s (%u bytes)", ibv_wc_status_str(wc.status),

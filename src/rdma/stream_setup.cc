@@ -51,6 +51,7 @@ Result<void> RdmaStream::start_connect(const SocketAddress& peer, SetupDone done
   setup_done_ = std::move(done);
   cm_ = std::make_unique<cm::CmConnection>(channel_, static_cast<Delegate&>(*this),
                                            tuning_from(options_));
+  if (hooks_.on_step) cm_->set_observer(hooks_.on_step);
   return cm_->connect(peer);
 }
 
@@ -61,6 +62,7 @@ Result<void> RdmaStream::start_accept(const rdma_cm_event& request, const wire::
   negotiate(peer);
   cm_ = std::make_unique<cm::CmConnection>(channel_, static_cast<Delegate&>(*this),
                                            tuning_from(options_));
+  if (hooks_.on_step) cm_->set_observer(hooks_.on_step);
   return cm_->accept(request);
 }
 
@@ -71,7 +73,7 @@ void RdmaStream::negotiate(const wire::Hello& peer) {
 }
 
 Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte> /*peer*/) {
-  auto res = hooks_.acquire(id->verbs, geometry_);
+  auto res = hooks_.acquire(id, geometry_);
   if (!res) return res.error();
   res_ = std::move(res).value();
   ++res_->generation;
@@ -84,6 +86,7 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   h.send_block_size = geometry_.send_block_size;
   h.send_block_count = geometry_.send_block_count;
   h.inline_size = res_->inline_granted;
+  h.epoch = res_->epoch();
   hello_ = wire::encode_hello(h);
   return res_->qp.get();
 }
@@ -98,6 +101,7 @@ Result<void> RdmaStream::cm_post_receives() {
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
     RMSG_TRY(verbs::check_rc(ibv_post_recv(res_->qp.get(), &wr, &bad)));
+    ++res_->recv_posted;
   }
   return {};
 }
@@ -213,13 +217,16 @@ void RdmaStream::move_qp_to_error() {
   }
 }
 
-void RdmaStream::release_resources() {
+void RdmaStream::release_resources(verbs::CmId old_id, bool timewait_exited) {
   if (!res_) return;
-  if (hooks_.release) {
-    hooks_.release(std::move(res_), !error_);  // a stream that failed leaves a failed QP
-  } else {
+  if (!hooks_.release) {
     res_.reset();
+    return;
   }
+  // A peer's disconnect leaves the QP sound; any other error may have come from the QP.
+  const bool reusable = established_ && (!error_ || error_ == Errc::connection_reset ||
+                                         error_ == Errc::peer_closed);
+  hooks_.release({std::move(res_), reusable, std::move(old_id), timewait_exited});
 }
 
 void RdmaStream::close() {
@@ -229,9 +236,13 @@ void RdmaStream::close() {
   on_writable_ = {};
   setup_done_ = {};
   if (res_) unwatch_completions();
+  // Under a connection manager the old id goes with the structure (kept to TIMEWAIT_EXIT).
+  verbs::CmId old_id;
+  const bool timewait_exited = cm_ && cm_->timewait_exited();
+  if (cm_ && hooks_.release) old_id = cm_->release_id();
   cm_.reset();  // rdma_disconnect (the peer sees DISCONNECTED), id retired
   move_qp_to_error();
-  release_resources();
+  release_resources(std::move(old_id), timewait_exited);
   alive_.reset();  // deferred tasks of this stream become no-ops
 }
 

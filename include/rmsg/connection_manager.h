@@ -1,0 +1,189 @@
+// ConnectionManager: asks for connections by parameters, reuses RDMA connection
+// structures whose reuse key matches, and drives every setup from its EventLoop, so a
+// client and a server in one thread connect to each other and no thread waits for a peer.
+// Design, counters and measured numbers: docs/connection-manager.md.
+//
+// Reuse (RDMA): a closed stream's structure (QP, send/receive CQs and completion
+// channels, registered rings; the PD is shared per device) is recycled — QP to ERR, its
+// flushed completions reaped, QP to RESET, and (by default) its old rdma_cm id kept until
+// TIMEWAIT_EXIT — then parked idle under its ReuseKey in a pool bounded in size and idle
+// time. A connect whose key matches takes it: a new rdma_cm id, no new QP, CQ or memory
+// registration. A structure whose QP failed is destroyed, never reused. TCP connections
+// are not pooled at this layer (only a message layer can share a byte stream).
+//
+// Threading: one manager per EventLoop; every method is loop-thread-only, every callback
+// runs on the loop thread. No thread is created. The loop must outlive the manager.
+// Ownership: streams handed out are the caller's; they may outlive the manager (their
+// structures are then destroyed on close instead of recycled). Destroying the manager
+// cancels pending connects: their callbacks still run exactly once, later on the loop,
+// with Errc::cancelled; idle and recycling structures are destroyed.
+//
+// Errors a connect reports (besides those of rmsg/stream.h and rmsg/rdma.h):
+//   ConnectErrc::address_timeout / route_timeout / handshake_timeout: that step's
+//     deadline passed (each is equivalent to std::errc::timed_out);
+//   Errc::connection_refused (nothing listens: the CM's reject status 8), Errc::rejected
+//     (any other reject; ConnectReport::reject_status has the CM's status),
+//     Errc::unreachable, Errc::address_error, Errc::route_error,
+//     Errc::resource_exhausted (the peer had no resources), Errc::invalid_argument (bad
+//     parameters, or `device`/`device_port` do not match the route), Errc::not_supported
+//     (RDMA asked of a build without it), Errc::cancelled (the manager went away).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "rmsg/address.h"
+#include "rmsg/counters.h"
+#include "rmsg/event_loop.h"
+#include "rmsg/rdma.h"
+#include "rmsg/result.h"
+#include "rmsg/stream.h"
+#include "rmsg/tcp.h"
+
+namespace rmsg {
+
+enum class Transport : std::uint8_t { tcp = 1, rdma = 2 };
+const char* to_string(Transport t) noexcept;
+
+// What an application asks for: where to, over what, and with which parameters.
+struct ConnectionParams {
+  Transport transport = Transport::rdma;
+  SocketAddress peer;  // connect: the peer's address and port (numeric); listen: unused
+  // RDMA: the local device and port the connection must use ("" / 0: whichever the route
+  // to the peer picks). A route to another device fails with Errc::invalid_argument.
+  std::string device;
+  std::uint8_t device_port = 0;
+  // RDMA: the path's service level (ah_attr.sl); empty: the route's own.
+  std::optional<std::uint8_t> service_level;
+  RdmaOptions rdma;  // ring geometry (= QP depths), inline size, retry and timeouts
+  TcpOptions tcp;
+};
+
+// The connection reuse parameters (S1.2): two structures with equal keys are
+// interchangeable. Built from ConnectionParams once the route names the local device.
+// Hashable (ReuseKeyHash) and comparable; every field takes part in both.
+struct ReuseKey {
+  Transport transport = Transport::rdma;
+  std::string device;            // local RDMA device, as the route resolved it ("rxe0")
+  std::uint8_t device_port = 0;  // local port on that device
+  // Active side: the peer's address and port. Passive side: empty (a peer's source port
+  // changes with every connection; the structure does not depend on who connects).
+  SocketAddress peer;
+  // Ring geometry; the QP depths follow from it (send queue send_block_count + 2, receive
+  // queue recv_block_count, CQs the same), so equal geometry means equal QP depths.
+  std::uint32_t send_block_size = 0;
+  std::uint32_t send_block_count = 0;
+  std::uint32_t recv_block_size = 0;
+  std::uint32_t recv_block_count = 0;
+  std::uint32_t inline_size = 0;    // requested
+  std::int16_t service_level = -1;  // -1: the route's own
+  std::uint8_t retry_count = 0;
+  std::uint8_t rnr_retry_count = 0;
+  std::uint8_t ack_timeout = 0;
+  std::uint32_t resolve_timeout_ms = 0;
+  std::uint32_t connect_timeout_ms = 0;
+
+  // The key of `params` on `device`/`port`; `passive` leaves the peer out.
+  static ReuseKey from(const ConnectionParams& params, std::string_view device, std::uint8_t port,
+                       bool passive);
+  std::string to_string() const;
+  friend bool operator==(const ReuseKey&, const ReuseKey&) = default;
+};
+
+struct ReuseKeyHash {
+  std::size_t operator()(const ReuseKey& key) const noexcept;
+};
+
+// A step deadline that passed, by step (S1.4). Each compares equal to std::errc::timed_out
+// as an error condition.
+enum class ConnectErrc {
+  address_timeout = 1,    // address resolution did not finish in resolve_timeout
+  route_timeout = 2,      // route resolution did not finish in resolve_timeout
+  handshake_timeout = 3,  // connect sent, not established within connect_timeout
+};
+const std::error_category& connect_category() noexcept;
+inline std::error_code make_error_code(ConnectErrc e) noexcept {
+  return {static_cast<int>(e), connect_category()};
+}
+
+// How one connect went (for tools and tests; the counters hold the aggregates).
+struct ConnectReport {
+  Transport transport = Transport::rdma;
+  bool reused = false;    // the structure came from the idle pool
+  int reject_status = 0;  // REJECTED: the CM's status (8: nothing listens); else 0
+  // Phases: resolve = address + route resolution; resources = taking or building the
+  // structure; handshake = QP transitions, connect request to established. TCP: the whole
+  // connect is handshake.
+  Duration resolve{};
+  Duration resources{};
+  Duration handshake{};
+  Duration total{};
+};
+
+struct ConnectionManagerOptions {
+  std::size_t max_idle = 32;                          // idle structures kept, all keys together
+  Duration max_idle_time = std::chrono::seconds(30);  // idle longer: destroyed by the tick
+  // The periodic tick: step deadlines, recycling deadlines and idle expiry. It runs only
+  // while there is something to watch.
+  Duration tick = std::chrono::milliseconds(10);
+  // Park a recycled structure only once its old id reported TIMEWAIT_EXIT (~2 s on rxe),
+  // so no packet of the old connection can reach its next use. false: park it as soon as
+  // it is back in RESET (docs/connection-manager.md: what rxe does either way).
+  bool wait_timewait = true;
+  // Recycling (reaping, RESET, TIMEWAIT_EXIT) that takes longer destroys the structure.
+  Duration recycle_timeout = std::chrono::seconds(10);
+};
+
+class ConnectionManager {
+ public:
+  using ReportCallback = std::function<void(Result<Stream>, const ConnectReport&)>;
+
+  // Errors: those of creating a timer on the loop (none today); RDMA is set up lazily.
+  static Result<std::unique_ptr<ConnectionManager>> create(
+      EventLoop& loop, const ConnectionManagerOptions& options = {});
+  ConnectionManager(const ConnectionManager&) = delete;
+  ConnectionManager& operator=(const ConnectionManager&) = delete;
+  ConnectionManager(ConnectionManager&&) = delete;
+  ConnectionManager& operator=(ConnectionManager&&) = delete;
+  ~ConnectionManager();
+
+  // Returns at once; `done` runs exactly once, on the loop thread, never inside this
+  // call, with a connected Stream or an error (see above).
+  void connect(const ConnectionParams& params, ConnectCallback done);
+  void connect(const ConnectionParams& params, ReportCallback done);
+
+  // Listens on `address` (port 0: any) with `params`' transport and options. RDMA:
+  // accepted streams take structures from the pool too, keyed by the local device and
+  // the listener's geometry. Errors: as rdma_listen / tcp_listen.
+  Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
+                          AcceptCallback on_accept);
+
+  // Counters (docs/connection-manager.md lists them): structures.created / reused /
+  // destroyed / evicted / expired / recycled / ..., connects.ok, connects.failed.<cause>,
+  // latency sums per mode and phase.
+  const CounterSet& counters() const;
+  std::size_t idle() const;       // structures parked in the pool
+  std::size_t recycling() const;  // structures being reaped or waiting for TIMEWAIT_EXIT
+  std::size_t pending() const;    // connects not yet delivered
+  // Destroys every idle structure now.
+  void drop_idle();
+  EventLoop& loop() const;
+
+  class Impl;
+
+ private:
+  explicit ConnectionManager(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace rmsg
+
+template <>
+struct std::is_error_code_enum<rmsg::ConnectErrc> : std::true_type {};

@@ -1,0 +1,160 @@
+// ConnectionManager: the public face, the TCP path (nothing pooled) and the periodic tick
+// that drives the RDMA half's deadlines only while it has something to watch.
+#include "rmsg/connection_manager.h"
+
+#include "cm/manager_impl.h"
+#include "rmsg/tcp.h"
+
+namespace rmsg {
+
+class ConnectionManager::Impl : public std::enable_shared_from_this<Impl> {
+ public:
+  Impl(EventLoop& loop, const ConnectionManagerOptions& options)
+      : loop_(loop), options_(options), stats_(std::make_shared<cm::ManagerStats>()) {}
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  Impl(Impl&&) = delete;
+  Impl& operator=(Impl&&) = delete;
+  ~Impl() {
+    if (tick_ != 0) loop_.cancel_timer(tick_);
+  }
+
+  void connect(const ConnectionParams& params, ReportCallback done);
+  Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
+                          AcceptCallback on_accept);
+  void connect_tcp(const ConnectionParams& params, ReportCallback done);
+  Result<cm::RdmaSide*> rdma();
+  void wake_tick();
+  void on_tick();
+
+  EventLoop& loop_;
+  ConnectionManagerOptions options_;
+  std::shared_ptr<cm::ManagerStats> stats_;
+  std::size_t tcp_pending_ = 0;
+  TimerId tick_ = 0;
+  std::unique_ptr<cm::RdmaSide> rdma_;  // destroyed first (declared last): cancels connects
+};
+
+void ConnectionManager::Impl::connect(const ConnectionParams& params, ReportCallback done) {
+  if (params.transport == Transport::tcp) return connect_tcp(params, std::move(done));
+  auto side = rdma();
+  if (!side) {
+    stats_->record({}, side.error());
+    loop_.defer([done = std::move(done), ec = side.error()] { done(ec, ConnectReport{}); });
+    return;
+  }
+  side.value()->connect(params, std::move(done));
+}
+
+void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params, ReportCallback done) {
+  ++tcp_pending_;
+  const auto start = Clock::now();
+  auto finish = [weak = weak_from_this(), stats = stats_, start,
+                 done = std::move(done)](Result<Stream> r) {
+    ConnectReport report;
+    report.transport = Transport::tcp;
+    report.total = report.handshake = Clock::now() - start;
+    auto self = weak.lock();
+    if (!self) {
+      r = Errc::cancelled;  // the manager went away meanwhile (the stream closes here)
+    } else {
+      --self->tcp_pending_;
+    }
+    // One name per step deadline across transports: TCP's only step is its handshake.
+    if (r.is(Errc::timeout)) r = make_error_code(ConnectErrc::handshake_timeout);
+    stats->record(report, r.error());
+    done(std::move(r), report);
+  };
+  tcp_connect(loop_, params.peer, params.tcp, std::move(finish));
+}
+
+Result<Listener> ConnectionManager::Impl::listen(const SocketAddress& address,
+                                                 const ConnectionParams& params,
+                                                 AcceptCallback on_accept) {
+  if (params.transport == Transport::tcp) {
+    return tcp_listen(loop_, address, params.tcp, std::move(on_accept));
+  }
+  auto side = rdma();
+  if (!side) return side.error();
+  return side.value()->listen(address, params, std::move(on_accept));
+}
+
+Result<cm::RdmaSide*> ConnectionManager::Impl::rdma() {
+  if (!rdma_) {
+    auto side = cm::make_rdma_side(loop_, options_, stats_, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->wake_tick();
+    });
+    if (!side) return side.error();
+    rdma_ = std::move(side).value();
+  }
+  return rdma_.get();
+}
+
+void ConnectionManager::Impl::wake_tick() {
+  if (tick_ != 0) return;
+  tick_ = loop_.add_periodic(options_.tick, [this] { on_tick(); });
+}
+
+void ConnectionManager::Impl::on_tick() {
+  if (rdma_ && rdma_->tick(Clock::now())) return;
+  loop_.cancel_timer(std::exchange(tick_, 0));  // nothing to watch until the next wake
+}
+
+// ---- public face
+
+Result<std::unique_ptr<ConnectionManager>> ConnectionManager::create(
+    EventLoop& loop, const ConnectionManagerOptions& options) {
+  if (options.tick <= Duration::zero()) return Errc::invalid_argument;
+  return std::unique_ptr<ConnectionManager>(
+      new ConnectionManager(std::make_shared<Impl>(loop, options)));
+}
+
+ConnectionManager::ConnectionManager(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ConnectionManager::~ConnectionManager() = default;
+
+void ConnectionManager::connect(const ConnectionParams& params, ConnectCallback done) {
+  impl_->connect(params, [done = std::move(done)](Result<Stream> r, const ConnectReport&) {
+    done(std::move(r));
+  });
+}
+
+void ConnectionManager::connect(const ConnectionParams& params, ReportCallback done) {
+  impl_->connect(params, std::move(done));
+}
+
+Result<Listener> ConnectionManager::listen(const SocketAddress& address,
+                                           const ConnectionParams& params,
+                                           AcceptCallback on_accept) {
+  return impl_->listen(address, params, std::move(on_accept));
+}
+
+const CounterSet& ConnectionManager::counters() const {
+  return impl_->stats_->set();
+}
+std::size_t ConnectionManager::idle() const {
+  return impl_->rdma_ ? impl_->rdma_->idle() : 0;
+}
+std::size_t ConnectionManager::recycling() const {
+  return impl_->rdma_ ? impl_->rdma_->recycling() : 0;
+}
+std::size_t ConnectionManager::pending() const {
+  return impl_->tcp_pending_ + (impl_->rdma_ ? impl_->rdma_->pending() : 0);
+}
+void ConnectionManager::drop_idle() {
+  if (impl_->rdma_) impl_->rdma_->drop_idle();
+}
+EventLoop& ConnectionManager::loop() const {
+  return impl_->loop_;
+}
+
+}  // namespace rmsg
+
+#if !RMSG_WITH_RDMA
+namespace rmsg::cm {
+Result<std::unique_ptr<RdmaSide>> make_rdma_side(EventLoop&, const ConnectionManagerOptions&,
+                                                 std::shared_ptr<ManagerStats>,
+                                                 std::function<void()>) {
+  return Errc::not_supported;
+}
+}  // namespace rmsg::cm
+#endif

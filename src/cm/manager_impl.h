@@ -1,0 +1,42 @@
+// The connection manager's insides: the transport-neutral Impl (connection_manager.cc:
+// TCP, the tick, counters) and the interface of its RDMA half (rdma_side.cc, built only
+// with RMSG_WITH_RDMA). Loop-thread-only.
+#pragma once
+
+#include <memory>
+
+#include "cm/manager_stats.h"
+#include "rmsg/connection_manager.h"
+
+namespace rmsg::cm {
+
+// The RDMA half: pooled structures, recycling, managed connects and listeners.
+class RdmaSide {
+ public:
+  RdmaSide() = default;
+  RdmaSide(const RdmaSide&) = delete;
+  RdmaSide& operator=(const RdmaSide&) = delete;
+  RdmaSide(RdmaSide&&) = delete;
+  RdmaSide& operator=(RdmaSide&&) = delete;
+  // Cancels pending connects, destroys idle and recycling structures.
+  virtual ~RdmaSide() = default;
+
+  virtual void connect(const ConnectionParams& params, ConnectionManager::ReportCallback done) = 0;
+  virtual Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
+                                  AcceptCallback on_accept) = 0;
+  // Step deadlines, recycling deadlines, idle expiry. True while it has work to watch.
+  virtual bool tick(Clock::time_point now) = 0;
+  virtual std::size_t idle() const = 0;
+  virtual std::size_t recycling() const = 0;
+  virtual std::size_t pending() const = 0;
+  virtual void drop_idle() = 0;
+};
+
+// The RDMA half, or Errc::not_supported in a build without RDMA. `wake_tick` asks the
+// manager to (re)start its periodic tick.
+Result<std::unique_ptr<RdmaSide>> make_rdma_side(EventLoop& loop,
+                                                 const ConnectionManagerOptions& options,
+                                                 std::shared_ptr<ManagerStats> stats,
+                                                 std::function<void()> wake_tick);
+
+}  // namespace rmsg::cm

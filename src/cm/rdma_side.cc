@@ -1,0 +1,229 @@
+// The connection manager's RDMA half: managed connects (one state machine each, observed
+// step by step; the manager's tick enforces each step's deadline), managed listeners, and
+// the structure pool behind both.
+#include <map>
+
+#include "cm/cm_connection.h"
+#include "cm/manager_impl.h"
+#include "cm/structure_pool.h"
+#include "rdma/rdma_connect.h"
+#include "rmsg/log.h"
+
+namespace rmsg::cm {
+namespace {
+
+using Step = CmConnection::Step;
+constexpr auto kNever = Clock::time_point::max();
+
+// One connect until its result is delivered.
+struct PendingConnect {
+  std::uint64_t id = 0;
+  ConnectionParams params;
+  ConnectionManager::ReportCallback done;
+  ConnectReport report;
+  Clock::time_point start, route_at, resources_at;
+  CmConnection* conn = nullptr;  // while the connection exists
+  Step step = Step::resolving;
+  Clock::time_point deadline = kNever;
+  std::error_code deadline_error;
+  bool cancelled = false;
+
+  void on_step(CmConnection& c, Step s);
+  std::error_code step_timeout() const;
+};
+
+void PendingConnect::on_step(CmConnection& c, Step s) {
+  const auto now = Clock::now();
+  const RdmaOptions& o = params.rdma;
+  if (s == Step::gone) {
+    conn = nullptr;
+    return;
+  }
+  conn = &c;
+  step = s;
+  deadline = kNever;
+  switch (s) {
+    case Step::resolving:
+      if (params.service_level) c.set_service_level(*params.service_level);
+      deadline = now + o.resolve_timeout;
+      deadline_error = make_error_code(ConnectErrc::address_timeout);
+      break;
+    case Step::address_resolved:
+      deadline = now + o.resolve_timeout;
+      deadline_error = make_error_code(ConnectErrc::route_timeout);
+      break;
+    case Step::route_resolved:
+      route_at = now;
+      report.resolve = now - start;
+      break;
+    case Step::resources_ready:
+      resources_at = now;
+      report.resources = now - route_at;
+      break;
+    case Step::connect_sent:
+      deadline = now + o.connect_timeout;
+      deadline_error = make_error_code(ConnectErrc::handshake_timeout);
+      break;
+    case Step::established:
+      report.handshake = now - resources_at;
+      break;
+    case Step::failed:
+      report.reject_status = c.reject_status();
+      break;
+    case Step::gone:
+      break;
+  }
+}
+
+// rdma_cm's own (backstop) timeouts report Errc::timeout: name the step it happened in.
+std::error_code PendingConnect::step_timeout() const {
+  switch (step) {
+    case Step::resolving:
+      return make_error_code(ConnectErrc::address_timeout);
+    case Step::address_resolved:
+      return make_error_code(ConnectErrc::route_timeout);
+    default:
+      return make_error_code(ConnectErrc::handshake_timeout);
+  }
+}
+
+using PendingTable = std::map<std::uint64_t, std::shared_ptr<PendingConnect>>;
+
+class RdmaSideImpl final : public RdmaSide {
+ public:
+  RdmaSideImpl(EventLoop& loop, std::shared_ptr<CmChannel> channel,
+               const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
+               std::function<void()> wake_tick)
+      : loop_(loop),
+        stats_(stats),
+        wake_tick_(wake_tick),
+        pool_(
+            std::make_shared<StructurePool>(loop, std::move(channel), options, stats, wake_tick)) {}
+  RdmaSideImpl(const RdmaSideImpl&) = delete;
+  RdmaSideImpl& operator=(const RdmaSideImpl&) = delete;
+  RdmaSideImpl(RdmaSideImpl&&) = delete;
+  RdmaSideImpl& operator=(RdmaSideImpl&&) = delete;
+  ~RdmaSideImpl() override {
+    // Their callbacks come later from the loop, with Errc::cancelled.
+    for (auto& [id, p] : *pending_) {
+      p->cancelled = true;
+      if (p->conn != nullptr) p->conn->expire(make_error_code(Errc::cancelled));
+    }
+  }
+
+  void connect(const ConnectionParams& params, ConnectionManager::ReportCallback done) override;
+  Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
+                          AcceptCallback on_accept) override;
+  bool tick(Clock::time_point now) override;
+  std::size_t idle() const override { return pool_->idle(); }
+  std::size_t recycling() const override { return pool_->recycling(); }
+  std::size_t pending() const override { return pending_->size(); }
+  void drop_idle() override { pool_->drop_idle(); }
+
+ private:
+  rdma::ResourceHooks connect_hooks(const std::shared_ptr<PendingConnect>& p);
+
+  EventLoop& loop_;
+  std::shared_ptr<ManagerStats> stats_;
+  std::function<void()> wake_tick_;
+  std::shared_ptr<StructurePool> pool_;
+  std::shared_ptr<PendingTable> pending_ = std::make_shared<PendingTable>();
+  std::uint64_t next_id_ = 0;
+};
+
+// The key is complete once the route names the local device and port.
+Result<std::unique_ptr<rdma::ConnResources>> acquire_for(StructurePool& pool,
+                                                         const ConnectionParams& params,
+                                                         rdma_cm_id* id,
+                                                         const rdma::Geometry& geometry,
+                                                         bool passive, bool& reused) {
+  const char* device = ibv_get_device_name(id->verbs->device);
+  if ((!params.device.empty() && params.device != device) ||
+      (params.device_port != 0 && params.device_port != id->port_num)) {
+    RMSG_LOG(warn, "cm: the route uses %s port %u, not the %s port %u asked for", device,
+             id->port_num, params.device.c_str(), params.device_port);
+    return Errc::invalid_argument;
+  }
+  const auto key = ReuseKey::from(params, device, id->port_num, passive);
+  return pool.acquire(key, id->verbs, geometry, reused);
+}
+
+rdma::ResourceHooks RdmaSideImpl::connect_hooks(const std::shared_ptr<PendingConnect>& p) {
+  rdma::ResourceHooks hooks;
+  hooks.acquire = [pool = std::weak_ptr<StructurePool>(pool_), weak = std::weak_ptr(p)](
+                      rdma_cm_id* id,
+                      const rdma::Geometry& g) -> Result<std::unique_ptr<rdma::ConnResources>> {
+    auto self = pool.lock();
+    auto pc = weak.lock();
+    if (!self || !pc) return Errc::cancelled;
+    return acquire_for(*self, pc->params, id, g, false, pc->report.reused);
+  };
+  hooks.release = pool_->release_hook();
+  hooks.on_step = [weak = std::weak_ptr(p)](CmConnection& c, Step s) {
+    if (auto pc = weak.lock()) pc->on_step(c, s);
+  };
+  return hooks;
+}
+
+void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionManager::ReportCallback done) {
+  auto p = std::make_shared<PendingConnect>();
+  p->id = ++next_id_;
+  p->params = params;
+  p->done = std::move(done);
+  p->start = Clock::now();
+  pending_->emplace(p->id, p);
+  wake_tick_();
+  auto finish = [table = std::weak_ptr<PendingTable>(pending_), stats = stats_,
+                 p](Result<Stream> r) {
+    if (auto t = table.lock()) t->erase(p->id);
+    if (p->cancelled) r = Errc::cancelled;  // a stream that made it anyway closes here
+    if (r.is(Errc::timeout)) r = p->step_timeout();
+    p->report.total = Clock::now() - p->start;
+    stats->record(p->report, r.error());
+    auto deliver = std::move(p->done);
+    deliver(std::move(r), p->report);
+  };
+  rdma::connect_with(loop_, params.peer, params.rdma, connect_hooks(p), std::move(finish));
+}
+
+Result<Listener> RdmaSideImpl::listen(const SocketAddress& address, const ConnectionParams& params,
+                                      AcceptCallback on_accept) {
+  rdma::ResourceHooks hooks;
+  hooks.acquire = [pool = std::weak_ptr<StructurePool>(pool_), params](
+                      rdma_cm_id* id,
+                      const rdma::Geometry& g) -> Result<std::unique_ptr<rdma::ConnResources>> {
+    auto self = pool.lock();
+    if (!self) return rdma::create_conn_resources(id->verbs, g);  // manager gone: unpooled
+    bool reused = false;
+    return acquire_for(*self, params, id, g, true, reused);
+  };
+  hooks.release = pool_->release_hook();
+  return rdma::listen_with(loop_, address, params.rdma, std::move(hooks), std::move(on_accept));
+}
+
+bool RdmaSideImpl::tick(Clock::time_point now) {
+  std::vector<std::shared_ptr<PendingConnect>> due;
+  for (auto& [id, p] : *pending_) {
+    if (p->conn != nullptr && now > p->deadline) due.push_back(p);
+  }
+  for (auto& p : due) {
+    p->deadline = kNever;
+    if (p->conn != nullptr) p->conn->expire(p->deadline_error);
+  }
+  const bool pool_busy = pool_->tick(now);
+  return pool_busy || !pending_->empty();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RdmaSide>> make_rdma_side(EventLoop& loop,
+                                                 const ConnectionManagerOptions& options,
+                                                 std::shared_ptr<ManagerStats> stats,
+                                                 std::function<void()> wake_tick) {
+  auto channel = CmChannel::for_loop(loop);
+  if (!channel) return channel.error();
+  return std::unique_ptr<RdmaSide>(new RdmaSideImpl(loop, std::move(channel).value(), options,
+                                                    std::move(stats), std::move(wake_tick)));
+}
+
+}  // namespace rmsg::cm

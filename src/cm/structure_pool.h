@@ -1,0 +1,69 @@
+// StructurePool: the connection manager's reuse table (S1.2, S1.3). It hands out
+// connection structures by ReuseKey — an idle one whose key matches, else a new one built
+// in the device's shared PD — takes them back when their streams close (through a
+// Recycler, then into the bounded IdlePool), and destroys what fails, what is evicted to
+// make room, and what stays idle too long.
+//
+// Ownership: std::shared_ptr, owned by the manager's RDMA half; streams' release hooks
+// hold it weakly (release_hook()) so a stream closed after the manager is gone destroys
+// its structure instead. Threading: loop thread only.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "cm/cm_channel.h"
+#include "cm/idle_pool.h"
+#include "cm/manager_stats.h"
+#include "cm/recycler.h"
+#include "rdma/resources.h"
+#include "rmsg/connection_manager.h"
+
+namespace rmsg::cm {
+
+class StructurePool : public std::enable_shared_from_this<StructurePool> {
+ public:
+  StructurePool(EventLoop& loop, std::shared_ptr<CmChannel> channel,
+                const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
+                std::function<void()> wake_tick);
+  StructurePool(const StructurePool&) = delete;
+  StructurePool& operator=(const StructurePool&) = delete;
+  StructurePool(StructurePool&&) = delete;
+  StructurePool& operator=(StructurePool&&) = delete;
+  ~StructurePool();
+
+  // An idle structure under `key` (QP in RESET; `reused` set), else a new one on `ctx`.
+  Result<std::unique_ptr<rdma::ConnResources>> acquire(const ReuseKey& key, ibv_context* ctx,
+                                                       const rdma::Geometry& geometry,
+                                                       bool& reused);
+  // The release hook for streams: recycles into this pool while it exists.
+  std::function<void(rdma::ReleasedStructure)> release_hook();
+  void release(rdma::ReleasedStructure released);
+
+  // Recycling deadlines and idle expiry; true while anything is recycling or idle.
+  bool tick(Clock::time_point now);
+  std::size_t idle() const noexcept { return idle_.size(); }
+  std::size_t recycling() const noexcept { return recyclers_.size(); }
+  void drop_idle();
+
+ private:
+  std::shared_ptr<verbs::Pd> pd_for(ibv_context* ctx);
+  void on_recycled(Recycler& recycler, bool ok);
+  void destroy(std::unique_ptr<rdma::ConnResources> res, const char* counter);
+
+  EventLoop& loop_;
+  std::shared_ptr<CmChannel> channel_;
+  ConnectionManagerOptions options_;
+  std::shared_ptr<ManagerStats> stats_;
+  std::function<void()> wake_tick_;
+  std::uint16_t next_serial_ = 0;
+  std::map<ibv_context*, std::weak_ptr<verbs::Pd>> pds_;  // one PD per device context
+  // The key of every structure handed out or recycling, by structure.
+  std::unordered_map<const rdma::ConnResources*, ReuseKey> keys_;
+  // Destroyed before the idle structures (declared after): a recycler retires its id.
+  IdlePool<ReuseKey, std::unique_ptr<rdma::ConnResources>, ReuseKeyHash> idle_;
+  std::map<Recycler*, std::unique_ptr<Recycler>> recyclers_;
+};
+
+}  // namespace rmsg::cm
