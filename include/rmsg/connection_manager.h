@@ -137,7 +137,11 @@ struct ConnectionManagerOptions {
   // so no packet of the old connection can reach its next use. false: park it as soon as
   // it is back in RESET (docs/connection-manager.md: what rxe does either way).
   bool wait_timewait = true;
-  // Recycling (reaping, RESET, TIMEWAIT_EXIT) that takes longer destroys the structure.
+  // The longest a structure waits for TIMEWAIT_EXIT once back in RESET; past it, it is
+  // parked anyway (the IB timewait the event marks, ~2.2 s on rxe, has passed) and
+  // structures.timewait_missing counts it.
+  Duration timewait_limit = std::chrono::seconds(4);
+  // Reaping (ERR to RESET) that takes longer destroys the structure.
   Duration recycle_timeout = std::chrono::seconds(10);
 };
 

@@ -19,14 +19,15 @@ Result<void> modify_state(ibv_qp* qp, ibv_qp_state state) {
 }  // namespace
 
 Recycler::Recycler(EventLoop& loop, std::shared_ptr<CmChannel> channel,
-                   rdma::ReleasedStructure released, bool wait_timewait, Clock::time_point deadline,
-                   Done done)
+                   rdma::ReleasedStructure released, bool wait_timewait, Duration timewait_limit,
+                   Clock::time_point deadline, Done done)
     : loop_(loop),
       channel_(std::move(channel)),
       res_(std::move(released.res)),
       id_(std::move(released.id)),
       wait_timewait_(wait_timewait && id_),
       timewait_exited_(released.timewait_exited),
+      timewait_limit_(timewait_limit),
       deadline_(deadline),
       done_(std::move(done)) {
   if (id_) channel_->attach(id_.get(), this);
@@ -64,9 +65,14 @@ Result<void> Recycler::start() {
 }
 
 void Recycler::check_deadline(Clock::time_point now) {
+  if (phase_ == Phase::timewait && now > timewait_deadline_) {
+    stats_.timewait_missing = true;
+    return finish(true);
+  }
   if (phase_ != Phase::done && now > deadline_) {
-    RMSG_LOG(warn, "recycling qp %u timed out (%s): destroyed", res_->qp->qp_num,
-             phase_ == Phase::reaping ? "reaping" : "waiting for TIMEWAIT_EXIT");
+    RMSG_LOG(warn, "recycling qp %u timed out (%s; marker %s, %u receives unreaped): destroyed",
+             res_->qp->qp_num, phase_ == Phase::reaping ? "reaping" : "waiting for TIMEWAIT_EXIT",
+             marker_seen_ ? "back" : "missing", res_->recv_posted);
     finish(false);
   }
 }
@@ -126,6 +132,7 @@ void Recycler::after_reaped() {
   if (!modify_state(res_->qp.get(), IBV_QPS_RESET)) return finish(false);
   if (wait_timewait_ && !timewait_exited_) {
     phase_ = Phase::timewait;
+    timewait_deadline_ = Clock::now() + timewait_limit_;
     return;
   }
   finish(true);

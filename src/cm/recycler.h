@@ -5,7 +5,9 @@
 //   QP flushes after every earlier send -> both CQs are reaped from their completion
 //   channels until the marker and exactly `recv_posted` receive completions of the
 //   current generation came back -> QP to RESET -> (optionally) the old rdma_cm id's
-//   TIMEWAIT_EXIT -> done(true). The structure is then the caller's (take()).
+//   TIMEWAIT_EXIT, or `timewait_limit` after RESET when it does not come (the timewait it
+//   stands for has passed by then) -> done(true). The structure is then the caller's
+//   (take()).
 //
 // Any completion with an error other than a flush, a failed verb, or the deadline passing
 // ends it with done(false): the caller destroys the structure (a failed QP is never
@@ -31,12 +33,13 @@ class Recycler final : public CmEventHandler {
   using Done = std::function<void(Recycler&, bool ok)>;
 
   struct Stats {
-    std::uint32_t flushed = 0;  // flushed completions of this generation (marker included)
-    std::uint32_t stale = 0;    // completions of earlier generations
+    std::uint32_t flushed = 0;      // flushed completions of this generation (marker included)
+    std::uint32_t stale = 0;        // completions of earlier generations
+    bool timewait_missing = false;  // parked after timewait_limit without TIMEWAIT_EXIT
   };
 
   Recycler(EventLoop& loop, std::shared_ptr<CmChannel> channel, rdma::ReleasedStructure released,
-           bool wait_timewait, Clock::time_point deadline, Done done);
+           bool wait_timewait, Duration timewait_limit, Clock::time_point deadline, Done done);
   Recycler(const Recycler&) = delete;
   Recycler& operator=(const Recycler&) = delete;
   Recycler(Recycler&&) = delete;
@@ -46,7 +49,8 @@ class Recycler final : public CmEventHandler {
   // Posts the marker and starts reaping; may call done() before returning only through
   // the loop (deferred), never from inside. An error means done() will not come.
   Result<void> start();
-  // The deadline check of the owner's tick: done(false) once it passed.
+  // The deadline checks of the owner's tick: done(false) once the reaping deadline
+  // passed, done(true) once the timewait limit did.
   void check_deadline(Clock::time_point now);
 
   rdma::ConnResources& resources() const { return *res_; }
@@ -71,6 +75,8 @@ class Recycler final : public CmEventHandler {
   verbs::CmId id_;  // the old id, retired in the destructor
   bool wait_timewait_;
   bool timewait_exited_;
+  Duration timewait_limit_;
+  Clock::time_point timewait_deadline_ = Clock::time_point::max();
   Clock::time_point deadline_;
   Done done_;
   Phase phase_ = Phase::reaping;

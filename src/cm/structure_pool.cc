@@ -69,9 +69,9 @@ void StructurePool::release(rdma::ReleasedStructure r) {
     return destroy(std::move(r.res), "structures.not_reusable");
   }
   const auto deadline = Clock::now() + options_.recycle_timeout;
-  auto recycler =
-      std::make_unique<Recycler>(loop_, channel_, std::move(r), options_.wait_timewait, deadline,
-                                 [this](Recycler& done, bool ok) { on_recycled(done, ok); });
+  auto recycler = std::make_unique<Recycler>(
+      loop_, channel_, std::move(r), options_.wait_timewait, options_.timewait_limit, deadline,
+      [this](Recycler& done, bool ok) { on_recycled(done, ok); });
   Recycler* raw = recycler.get();
   if (auto started = raw->start(); !started) {
     RMSG_LOG(warn, "cm: recycling failed to start: %s", started.error().message().c_str());
@@ -87,6 +87,7 @@ void StructurePool::on_recycled(Recycler& recycler, bool ok) {
   auto res = recycler.take();
   stats_->add("structures.flushed", recycler.stats().flushed);
   stats_->add("structures.stale_completions", recycler.stats().stale);
+  if (recycler.stats().timewait_missing) stats_->add("structures.timewait_missing");
   auto key = keys_.extract(res.get());
   if (!ok || key.empty()) return destroy(std::move(res), "structures.recycle_failed");
   stats_->add("structures.recycled");

@@ -1,0 +1,226 @@
+// Reuse on real verbs: an equal key takes the recycled structure (no new QP, CQ or MR:
+// the manager's counters and `rdma res show` agree), a different key builds anew, the pool
+// evicts its oldest idle structure, a failed QP is destroyed, and data on a reused
+// structure arrives byte-exact with fresh credits.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "cm_rdma_fixture.h"
+#include "rdma/raw_peer.h"
+#include "rdma/wire.h"
+
+namespace rmsg::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class CmReuse : public CmRdmaTest {};
+
+// Leaves bytes unread in flight, then closes both ends abortively.
+void close_with_unread_data(EventLoop& loop, Stream& client, Stream& server) {
+  std::vector<std::byte> junk(48 * 1024, std::byte{0xEE});
+  std::size_t sent = 0;
+  loop.run_for(
+      [&] {
+        auto w = client.write(std::span(junk).subspan(sent));
+        if (w) sent += w.value();
+        return sent == junk.size() || (!w && !w.is(Errc::would_block));
+      },
+      5s);
+  client.close();
+  server.close();
+}
+
+TEST_F(CmReuse, SecondConnectWithEqualKeyCreatesNoQpCqOrMr) {
+  ASSERT_NO_FATAL_FAILURE(listen_managed(params()));
+  std::string why;
+  const Census empty = take_census(&why);
+  ASSERT_TRUE(empty.ok()) << why;
+  Stream c1, s1;
+  ConnectReport fresh;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(params(), c1, s1, &fresh));
+  EXPECT_FALSE(fresh.reused);
+  EXPECT_EQ(counter("structures.created"), 2u);  // client and server
+  // What a fresh stream holds at this point (its first messages may have spent some).
+  const auto fresh_info = rdma_stream_info(c1);
+  ASSERT_TRUE(fresh_info.ok());
+  ASSERT_NO_FATAL_FAILURE(exchange_exact(c1, s1, 200 * 1024));
+  // Open a new pair of streams: EOF both ways was the orderly end; now abort with bytes
+  // in flight on fresh streams so the next use must not see them.
+  c1.close();
+  s1.close();
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(wait_idle(2)) << "not recycled: idle " << cm().idle() << ", recycling "
+                            << cm().recycling();
+  std::printf(
+      "[ time ] closed to idle (TIMEWAIT_EXIT waited): %lld ms\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));
+  const Census before = take_census(&why);
+  ASSERT_TRUE(before.ok()) << why;
+  EXPECT_EQ(before.qp, empty.qp + 2) << before.to_string();
+
+  Stream c2, s2;
+  ConnectReport reused;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(params(), c2, s2, &reused));
+  EXPECT_TRUE(reused.reused);
+  const Census after = take_census(&why);
+  EXPECT_EQ(after, before) << "before " << before.to_string() << " / after " << after.to_string();
+  EXPECT_EQ(counter("structures.created"), 2u);
+  EXPECT_EQ(counter("structures.reused"), 2u);
+  EXPECT_EQ(counter("structures.recycled"), 2u);
+  EXPECT_EQ(static_cast<int>(counter("structures.created") - counter("structures.destroyed")),
+            after.qp - empty.qp);
+  std::printf("[ phases ] fresh: resolve %lld us, resources %lld us, handshake %lld us\n",
+              static_cast<long long>(fresh.resolve.count() / 1000),
+              static_cast<long long>(fresh.resources.count() / 1000),
+              static_cast<long long>(fresh.handshake.count() / 1000));
+  std::printf("[ phases ] reused: resolve %lld us, resources %lld us, handshake %lld us\n",
+              static_cast<long long>(reused.resolve.count() / 1000),
+              static_cast<long long>(reused.resources.count() / 1000),
+              static_cast<long long>(reused.handshake.count() / 1000));
+
+  // Third use, after leaving bytes unread on the second: nothing stale comes through.
+  auto info = rdma_stream_info(c2);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->credits, fresh_info->credits) << "credits carried over";
+  close_with_unread_data(loop(), c2, s2);
+  ASSERT_TRUE(wait_idle(2));
+  Stream c3, s3;
+  ConnectReport third;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(params(), c3, s3, &third));
+  EXPECT_TRUE(third.reused);
+  auto i3 = rdma_stream_info(s3);
+  ASSERT_TRUE(i3.ok());
+  EXPECT_EQ(i3->credits, fresh_info->credits);
+  std::array<std::byte, 64> buf{};
+  EXPECT_TRUE(s3.read(buf).is(Errc::would_block)) << "stale bytes on a reused structure";
+  ASSERT_NO_FATAL_FAILURE(exchange_exact(c3, s3, 1 << 20));
+  EXPECT_EQ(counter("structures.created"), 2u);
+  EXPECT_EQ(counter("structures.stale_completions"), 0u);
+  EXPECT_GE(counter("structures.flushed"), 2u * params().rdma.recv_block_count);
+}
+
+TEST_F(CmReuse, DifferentKeyBuildsANewStructure) {
+  ConnectionManagerOptions o;
+  o.wait_timewait = false;
+  ASSERT_NO_FATAL_FAILURE(make_manager(o));
+  ASSERT_NO_FATAL_FAILURE(listen_managed(params()));
+  Stream c1, s1;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(params(), c1, s1));
+  c1.close();
+  s1.close();
+  ASSERT_TRUE(wait_idle(2));
+  const Census before = take_census();
+  ConnectionParams other = params();
+  other.rdma.recv_block_count = 8;  // another ring geometry: another key
+  Stream c2, s2;
+  ConnectReport report;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(other, c2, s2, &report));
+  EXPECT_FALSE(report.reused);
+  EXPECT_EQ(counter("structures.created"), 3u);
+  // The server's key is its own geometry and device: its structure is reused.
+  EXPECT_EQ(counter("structures.reused"), 1u);
+  const Census after = take_census();
+  EXPECT_EQ(after.qp, before.qp + 1) << before.to_string() << " -> " << after.to_string();
+  EXPECT_EQ(after.cq, before.cq + 2);
+  EXPECT_EQ(after.mr, before.mr + 2);
+  ASSERT_NO_FATAL_FAILURE(exchange_exact(c2, s2, 100 * 1024));
+}
+
+TEST_F(CmReuse, PoolEvictsTheOldestIdleStructureAndFreesIt) {
+  ConnectionManagerOptions o;
+  o.wait_timewait = false;
+  o.max_idle = 1;
+  ASSERT_NO_FATAL_FAILURE(make_manager(o));
+  // An unpooled server: only client structures enter this manager's pool.
+  auto l = rdma_listen(loop(), address(), test_options(),
+                       [this](Stream s) { accepted_q_.push_back(std::move(s)); });
+  ASSERT_TRUE(l.ok()) << l.error().message();
+  peer_ = address();
+  peer_.set_port(l->port());
+  const Census empty = take_census();
+  ConnectionParams a = params();
+  ConnectionParams b = params();
+  b.rdma.send_block_count = 8;
+  Stream c, s;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(a, c, s));
+  c.close();
+  s.close();
+  ASSERT_TRUE(wait_idle(1));
+  ASSERT_NO_FATAL_FAILURE(connect_pair(b, c, s));
+  c.close();
+  s.close();
+  ASSERT_TRUE(loop().run_for([&] { return counter("structures.evicted") == 1; }, 20s));
+  EXPECT_EQ(cm().idle(), 1u);
+  const Census now = take_census();
+  EXPECT_EQ(now.qp, empty.qp + 1) << "the evicted structure was not freed: " << now.to_string();
+  EXPECT_EQ(now.mr, empty.mr + 2);
+  // The survivor is the newer (b); a's key builds again.
+  ConnectReport ra, rb;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(b, c, s, &rb));
+  EXPECT_TRUE(rb.reused);
+  Stream c2, s2;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(a, c2, s2, &ra));
+  EXPECT_FALSE(ra.reused);
+  EXPECT_EQ(counter("structures.created"), 3u);
+  EXPECT_EQ(counter("structures.destroyed"), 1u);
+  l->close();
+}
+
+TEST_F(CmReuse, AFailedQpIsDestroyedNotReused) {
+  ConnectionManagerOptions o;
+  o.wait_timewait = false;
+  ASSERT_NO_FATAL_FAILURE(make_manager(o));
+  ConnectionParams server = params();
+  server.rdma.recv_block_size = 4096;
+  ASSERT_NO_FATAL_FAILURE(listen_managed(server));
+  const Census empty = take_census();
+  RawClient raw;
+  std::atomic<int> phase{0};
+  std::thread peer([&] {
+    rdma::wire::Hello h;
+    h.kind = rdma::wire::HelloKind::request;
+    h.recv_block_size = 16384;
+    h.recv_block_count = 16;
+    h.send_block_size = 16384;
+    h.send_block_count = 16;
+    const auto hello = rdma::wire::encode_hello(h);
+    if (raw.connect(peer_, hello) == RDMA_CM_EVENT_ESTABLISHED) {
+      raw.send(8192, rdma::wire::encode_imm(rdma::wire::MsgType::data, 0));  // > 4 KiB block
+    }
+    phase = 1;
+    loop().post([] {});
+  });
+  const bool accepted = loop().run_for([&] { return !accepted_q_.empty() || phase == 1; }, 30s);
+  if (!accepted || accepted_q_.empty()) {
+    peer.join();
+    FAIL() << "raw peer not accepted: " << raw.error;
+  }
+  Stream bad = std::move(accepted_q_.front());
+  accepted_q_.pop_front();
+  std::array<std::byte, 64> buf{};
+  Result<std::size_t> r = Errc::would_block;
+  ASSERT_TRUE(loop().run_for(
+      [&] {
+        r = bad.read(buf);
+        return !r.is(Errc::would_block);
+      },
+      30s));
+  loop().run_for([&] { return phase == 1; }, 30s);
+  peer.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().category(), wc_category()) << r.error().message();
+  bad.close();
+  EXPECT_EQ(counter("structures.not_reusable"), 1u);
+  EXPECT_EQ(cm().idle(), 0u);
+  EXPECT_EQ(cm().recycling(), 0u);
+  EXPECT_EQ(counter("structures.created"), counter("structures.destroyed"));
+  const Census now = take_census();
+  EXPECT_EQ(now.qp, empty.qp) << now.to_string();
+}
+
+}  // namespace
+}  // namespace rmsg::testing

@@ -1,0 +1,21 @@
+// The kernel's view of this process's verbs objects: `rdma -j res show qp|cq|mr` filtered
+// by our pid, for tests that check what the connection manager created or freed.
+#pragma once
+
+#include <string>
+
+namespace rmsg::testing {
+
+struct Census {
+  int qp = -1;
+  int cq = -1;
+  int mr = -1;
+  bool ok() const { return qp >= 0 && cq >= 0 && mr >= 0; }
+  std::string to_string() const;
+  friend bool operator==(const Census&, const Census&) = default;
+};
+
+// -1 fields (and `why`) when the tool cannot be run or read.
+Census take_census(std::string* why = nullptr);
+
+}  // namespace rmsg::testing
