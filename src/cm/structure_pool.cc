@@ -63,10 +63,11 @@ std::function<void(rdma::ReleasedStructure)> StructurePool::release_hook() {
 
 void StructurePool::release(rdma::ReleasedStructure r) {
   if (!r.res) return;
-  if (!r.reusable || !keys_.contains(r.res.get())) {
+  if (!r.reusable || !keys_.contains(r.res.get()) || options_.max_idle == 0) {
     channel_->retire(std::move(r.id));
     keys_.erase(r.res.get());
-    return destroy(std::move(r.res), "structures.not_reusable");
+    return destroy(std::move(r.res),
+                   r.reusable ? "structures.not_kept" : "structures.not_reusable");
   }
   const auto deadline = Clock::now() + options_.recycle_timeout;
   auto recycler = std::make_unique<Recycler>(

@@ -24,7 +24,7 @@ namespace rmsg::rdma::wire {
 //  16   4   send_block_size   (informational)
 //  20   4   send_block_count  (informational)
 //  24   4   inline_size granted by the sender's device (informational)
-//  28   4   epoch: 0 in version 1 (a connection manager's connection epoch later)
+//  28   4   epoch: the sender's connection epoch: structure serial << 16 | generation
 inline constexpr std::uint32_t kMagic = 0x524D5347;
 inline constexpr std::uint8_t kVersion = 1;
 inline constexpr std::size_t kHelloSize = 32;

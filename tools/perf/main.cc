@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "connect_test.h"
 #include "options.h"
 #include "report.h"
 #include "stream_runner.h"
@@ -128,6 +129,7 @@ std::optional<Row> measure(Runner& r, const SocketAddress& to, const Spec& spec,
 }
 
 int run(const Options& o) {
+  if (o.connect_test) return run_connect_test(o);
   std::string why;
   auto setup = make_setup(o, why);
   if (!setup) return fail(why);

@@ -43,13 +43,15 @@ bool parse_list(std::string_view text, std::vector<std::uint64_t>& out) {
 
 void print_usage(std::FILE* out) {
   std::fputs(
-      "usage: rmsg-perf [--test lat|bw] [--transport tcp|rdma|auto|posix] [--size N[,N...]]\n"
+      "usage: rmsg-perf [--test lat|bw|connect] [--transport tcp|rdma|auto|posix] [--size N[,N...]]\n"
       "                 [--iters N] [--repeat N] [--json] [--busy-poll] [--one-thread]\n"
       "                 [--baseline NAME] [--address HOST]\n"
       "                 [--server ADDR:PORT | --connect ADDR:PORT]\n"
       "\n"
       "  --test        lat: ping-pong, reported one-way (half the round trip);\n"
       "                bw: one-way stream. Default: both.\n"
+      "                connect: connection setup through the connection manager, fresh\n"
+      "                vs reused structures, one loop thread (--transport rdma|tcp)\n"
       "  --transport   rmsg transport to measure (default auto: rdma when built and a\n"
       "                device has an active port, else tcp); posix: the baseline alone.\n"
       "  --size        message sizes, K/M/G suffixes allowed (default lat 64,4K; bw 4K,64K)\n"
@@ -96,8 +98,10 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         o.tests.push_back(Test::lat);
       else if (v == "bw")
         o.tests.push_back(Test::bw);
+      else if (v == "connect")
+        o.connect_test = true;
       else
-        return bad("unknown test '" + v + "' (lat, bw)");
+        return bad("unknown test '" + v + "' (lat, bw, connect)");
     } else if (arg == "--transport") {
       if (!value(o.transport)) return false;
     } else if (arg == "--baseline") {

@@ -11,6 +11,7 @@ namespace rmsg::perf {
 
 struct Options {
   std::vector<Test> tests;           // empty: lat then bw
+  bool connect_test = false;         // --test connect (connect_test.h)
   std::string transport = "auto";    // tcp | rdma | auto | posix
   std::string baseline = "posix";    // a registered runner, or "none"
   std::vector<std::uint64_t> sizes;  // empty: defaults per test
