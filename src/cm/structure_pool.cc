@@ -36,7 +36,7 @@ Result<std::unique_ptr<rdma::ConnResources>> StructurePool::acquire(const ReuseK
   if (auto idle = idle_.take(key)) {
     reused = true;
     stats_->add("structures.reused");
-    keys_.emplace(idle->get(), key);
+    keys_.insert_or_assign(idle->get(), key);
     return std::move(*idle);
   }
   reused = false;
@@ -47,7 +47,9 @@ Result<std::unique_ptr<rdma::ConnResources>> StructurePool::acquire(const ReuseK
   }
   res.value()->serial = ++next_serial_;
   stats_->add("structures.created");
-  keys_.emplace(res.value().get(), key);
+  // Overwrites a stale entry: a structure freed without release (device removal) at
+  // this same address.
+  keys_.insert_or_assign(res.value().get(), key);
   RMSG_LOG(debug, "cm: new structure %u (qp %u) for %s", res.value()->serial,
            res.value()->qp->qp_num, key.to_string().c_str());
   return res;
