@@ -20,9 +20,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <iosfwd>
+#include <string_view>
 #include <system_error>
 
 #include "rmsg/address.h"
+#include "rmsg/counters.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/result.h"
 #include "rmsg/stream.h"
@@ -53,6 +56,15 @@ struct RdmaOptions {
   // (connect request to established).
   std::chrono::milliseconds resolve_timeout{2000};
   std::chrono::milliseconds connect_timeout{5000};
+
+  // Liveness (docs/protocol.md, Keepalive). A stream that has posted no message for
+  // keepalive_interval sends a KEEPALIVE; a peer gone without a word then shows up as a
+  // failed send (retries exhausted) on a link that is down. Once the peer has sent a
+  // KEEPALIVE, a stream that receives nothing for idle_timeout while the peer holds the
+  // credits to send fails with Errc::timeout (a peer process that stopped). Zero turns
+  // either off; idle_timeout must exceed the peer's keepalive_interval.
+  std::chrono::milliseconds keepalive_interval{1000};
+  std::chrono::milliseconds idle_timeout{10000};
 };
 
 // Binds `address` (port 0 picks a free port: Listener::port()) on the RDMA device that owns
@@ -81,6 +93,18 @@ struct RdmaStreamInfo {
 };
 Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
 
+// Counters (rmsg/counters.h) of one RDMA stream: bytes_sent/_received, messages_sent/
+// _received (data), control_messages_sent, keepalives_sent/_received, credit_stalls,
+// write_would_block, read_would_block, idle_timeouts, wc_flushed, rnr_retry_exceeded,
+// wc_error.<status>, async_event.<type>. Null when `stream` is not an RDMA stream or has
+// no device yet; valid while the stream lives.
+const CounterSet* rdma_stream_counters(const Stream& stream);
+// The same counters summed per device over every stream of the process (created on
+// first use, never destroyed; thread-safe).
+CounterSet& rdma_device_counters(std::string_view device_name);
+// "rdma.<device>.<counter> <value>" lines for every device that had a stream.
+void rdma_dump_device_counters(std::ostream& out);
+
 // True when an RDMA device with an ACTIVE port is present.
 bool rdma_device_available();
 
@@ -89,5 +113,17 @@ const std::error_category& wc_category() noexcept;
 inline std::error_code make_wc_error(int wc_status) noexcept {
   return {wc_status, wc_category()};
 }
+
+// An asynchronous device event (enum ibv_event_type: QP_FATAL, PORT_ERR, DEVICE_FATAL...)
+// that failed a stream; messages from ibv_event_type_str.
+const std::error_category& async_event_category() noexcept;
+inline std::error_code make_async_event_error(int event_type) noexcept {
+  return {event_type, async_event_category()};
+}
+
+// Registering (pinning) ring memory failed under RLIMIT_MEMLOCK (ibv_reg_mr ENOMEM/EPERM
+// without CAP_IPC_LOCK). Not retryable: the limit must be raised (ulimit -l, systemd
+// LimitMEMLOCK=) or the process granted CAP_IPC_LOCK; the message says so.
+std::error_code memlock_limit_error() noexcept;
 
 }  // namespace rmsg

@@ -159,8 +159,10 @@ void CmConnection::on_cm_event(const rdma_cm_event& event) {
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
       timewait_exited_ = true;
       return;
+    case RDMA_CM_EVENT_ADDR_CHANGE:  // the local address moved: this QP's path is gone
+      return fail(make_error_code(Errc::address_error));
     default:
-      return;  // ADDR_CHANGE: nothing to do for a stream
+      return;
   }
 }
 

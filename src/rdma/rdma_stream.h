@@ -26,9 +26,11 @@
 #include "cm/cm_connection.h"
 #include "rdma/credits.h"
 #include "rdma/resources.h"
+#include "rdma/stream_counters.h"
 #include "rdma/wire.h"
 #include "rmsg/rdma.h"
 #include "rmsg/stream.h"
+#include "verbs/async_events.h"
 
 namespace rmsg::rdma {
 
@@ -48,11 +50,13 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   Result<void> start_connect(const SocketAddress& peer, SetupDone done);
   // Inside the listener's CONNECT_REQUEST dispatch; `peer` is the request's hello.
   Result<void> start_accept(const rdma_cm_event& request, const wire::Hello& peer, SetupDone done);
-  // An active connect owns its stream until the result is delivered.
-  void hold_self(std::unique_ptr<RdmaStream> self) { self_ = std::move(self); }
-  std::unique_ptr<RdmaStream> release_self() { return std::move(self_); }
+  // An active connect owns its stream until the result is delivered. If the loop is
+  // destroyed first, the setup callback runs from ~EventLoop with Errc::cancelled.
+  void hold_self(std::unique_ptr<RdmaStream> self);
+  std::unique_ptr<RdmaStream> release_self();
 
   RdmaStreamInfo info() const;
+  const CounterSet* counters() const { return counters_ ? &counters_->set() : nullptr; }
 
   Result<std::size_t> write(std::span<const std::byte> data) override;
   Result<std::size_t> read(std::span<std::byte> buf) override;
@@ -93,6 +97,15 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   void on_cq_event(bool send);
   void finish_setup(std::error_code ec);
   void move_qp_to_error();
+
+  // liveness and device events (stream_liveness.cc)
+  Result<void> watch_device(rdma_cm_id* id);
+  void start_liveness();
+  void stop_liveness();
+  void on_liveness_tick();
+  bool peer_can_send() const;
+  void on_async_event(const verbs::AsyncEvent& event);
+  void drop_device_resources();
   void release_resources(verbs::CmId old_id, bool timewait_exited);
 
   // data path (stream_datapath.cc)
@@ -158,6 +171,18 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   WatchId recv_watch_ = 0;
   std::uint64_t poller_ = 0;
   RdmaStreamInfo stats_;
+  std::unique_ptr<StreamCounters> counters_;  // from cm_acquire (the device is known)
+
+  // liveness: message counts seen at the previous tick (no clock on the data path)
+  TimerId liveness_timer_ = 0;
+  std::uint64_t tx_messages_ = 0;
+  std::uint64_t tx_seen_ = 0;
+  std::uint64_t rx_messages_ = 0;
+  std::uint64_t rx_seen_ = 0;
+  std::uint32_t idle_ticks_ = 0;
+  bool peer_keepalive_ = false;  // the peer sends keepalives: its silence means something
+  std::uint64_t destroy_hook_ = 0;
+  verbs::AsyncRegistration async_;  // reset before res_ is released: it names QP and CQs
 
   std::unique_ptr<RdmaStream> self_;                       // active connect until delivered
   std::unique_ptr<cm::CmConnection> cm_;                   // destroyed before res_ (declared after)

@@ -28,6 +28,7 @@ Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
   while (done < data.size() && !error_) {
     if (!credits_.can_send_data()) {
       ++stats_.credit_stalls;
+      counters_->credit_stalls.add();
       break;
     }
     if (free_blocks() == 0 || sq_free() < 2) break;  // one SQ slot stays for control
@@ -41,7 +42,12 @@ Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
     }
     done += len;
   }
-  if (done == 0) return error_ ? Result<std::size_t>(error_) : Errc::would_block;
+  if (done == 0) {
+    if (error_) return error_;
+    counters_->write_would_block.add();
+    return Errc::would_block;
+  }
+  counters_->bytes_sent.add(done);
   return done;
 }
 
@@ -70,6 +76,7 @@ Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
   }
   if (error_) return error_;
   if (peer_fin_) return std::size_t{0};
+  if (counters_) counters_->read_would_block.add();
   return Errc::would_block;
 }
 
@@ -118,11 +125,14 @@ Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, 
     return errno_code(rc);
   }
   credits_.on_sent();
+  ++tx_messages_;
   if (data) {
     ++send_head_;
     ++stats_.data_messages_sent;
-  } else if (type == wire::MsgType::credit) {
-    ++stats_.credit_messages_sent;
+    counters_->messages_sent.add();
+  } else {
+    if (type == wire::MsgType::credit) ++stats_.credit_messages_sent;
+    counters_->control_sent.add();
   }
   wr_block_end_[wr_seq_ % wr_block_end_.size()] = send_head_;
   ++wr_seq_;
@@ -199,6 +209,7 @@ void RdmaStream::on_send_completion(const ibv_wc& wc) {
   if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
   const std::uint64_t seq = wire::wr_index(wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
+    counters_->wc_error(wc.status);
     if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
       RMSG_LOG(warn, "rdma send completion: %s", ibv_wc_status_str(wc.status));
       fail(make_wc_error(wc.status));
@@ -217,6 +228,7 @@ void RdmaStream::on_recv_completion(const ibv_wc& wc) {
   if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
   --res_->recv_posted;  // recycling reaps the rest
   if (wc.status != IBV_WC_SUCCESS) {
+    counters_->wc_error(wc.status);
     if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
       RMSG_LOG(warn, "rdma receive completion: %s (%u bytes)", ibv_wc_status_str(wc.status),
                wc.byte_len);
@@ -237,16 +249,25 @@ void RdmaStream::on_recv_completion(const ibv_wc& wc) {
   const bool is_data = imm->type == wire::MsgType::data;
   const bool bad_len =
       is_data ? (wc.byte_len == 0 || wc.byte_len > geometry_.recv_block_size) : wc.byte_len != 0;
-  if (bad_len || (peer_fin_ && imm->type != wire::MsgType::credit)) {
+  const bool after_fin_ok =
+      imm->type == wire::MsgType::credit || imm->type == wire::MsgType::keepalive;
+  if (bad_len || (peer_fin_ && !after_fin_ok)) {
     RMSG_LOG(warn, "rdma: invalid message (type %d, %u bytes%s)", static_cast<int>(imm->type),
              wc.byte_len, peer_fin_ ? ", after FIN" : "");
     return fail(make_error_code(Errc::protocol_error));
   }
+  ++rx_messages_;
   if (is_data) {
+    counters_->messages_received.add();
+    counters_->bytes_received.add(wc.byte_len);
     ready_.push_back({block, wc.byte_len, 0});
     return;
   }
   if (imm->type == wire::MsgType::fin) peer_fin_ = true;
+  if (imm->type == wire::MsgType::keepalive) {
+    peer_keepalive_ = true;
+    counters_->keepalives_received.add();
+  }
   if (auto r = repost(block); !r) fail(r.error());
 }
 

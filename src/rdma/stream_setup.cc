@@ -79,6 +79,7 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   ++res_->generation;
   wr_block_end_.assign(geometry_.sq_depth(), 0);
   RMSG_TRY(watch_completions());
+  RMSG_TRY(watch_device(id));
   wire::Hello h;
   h.kind = passive_ ? wire::HelloKind::accept : wire::HelloKind::request;
   h.recv_block_size = geometry_.recv_block_size;
@@ -143,12 +144,14 @@ std::error_code RdmaStream::cm_rejected(int status, std::span<const std::byte> d
 void RdmaStream::cm_established() {
   established_ = true;
   flush_control();
+  start_liveness();
   finish_setup({});
   schedule_notify();
 }
 
 void RdmaStream::cm_failed(std::error_code ec) {
   fail(ec);
+  if (ec == Errc::device_error) drop_device_resources();  // DEVICE_REMOVAL
 }
 
 void RdmaStream::cm_disconnected() {
@@ -235,6 +238,8 @@ void RdmaStream::close() {
   on_readable_ = {};
   on_writable_ = {};
   setup_done_ = {};
+  stop_liveness();
+  async_.reset();
   if (res_) unwatch_completions();
   // Under a connection manager the old id goes with the structure (kept to TIMEWAIT_EXIT).
   verbs::CmId old_id;

@@ -64,9 +64,10 @@ Result<Hello> decode_hello(std::span<const std::byte> data);
 //  bits 23..16  message type (MsgType)
 //  bits 15..0   credits returned: receives the sender re-posted since its last message
 enum class MsgType : std::uint8_t {
-  data = 0,    // 1..peer recv_block_size payload bytes of the stream
-  credit = 1,  // no payload: returns credits only
-  fin = 2,     // no payload: orderly end of the sender's byte stream
+  data = 0,       // 1..peer recv_block_size payload bytes of the stream
+  credit = 1,     // no payload: returns credits only
+  fin = 2,        // no payload: orderly end of the sender's byte stream
+  keepalive = 3,  // no payload: the sender is alive (sent when it has been idle)
 };
 inline constexpr std::uint32_t kMaxCreditsPerMessage = 0xFFFF;
 

@@ -112,7 +112,7 @@ Result<CompChannel> create_comp_channel(ibv_context* ctx);
 Result<Cq> create_cq(ibv_context* ctx, int depth, ibv_comp_channel* channel);
 // ibv_create_qp; `attr.cap` is updated with what the device granted.
 Result<Qp> create_qp(ibv_pd* pd, ibv_qp_init_attr& attr);
-// ibv_reg_mr. ENOMEM/EPERM mention RLIMIT_MEMLOCK in the log.
+// ibv_reg_mr. ENOMEM/EPERM under a finite RLIMIT_MEMLOCK: rmsg::memlock_limit_error().
 Result<Mr> reg_mr(ibv_pd* pd, void* addr, std::size_t len, int access);
 // Page-aligned, zeroed memory for a registered ring.
 Result<Buffer> allocate_buffer(std::size_t len);

@@ -1,11 +1,13 @@
 // Owners of verbs objects: PD, completion channel, CQ, QP, MR, ring memory.
 #include <fcntl.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include "rmsg/log.h"
+#include "rmsg/rdma.h"
 #include "verbs/verbs.h"
 
 namespace rmsg::verbs {
@@ -89,9 +91,14 @@ Result<Mr> reg_mr(ibv_pd* pd, void* addr, std::size_t len, int access) {
   Mr mr(ibv_reg_mr(pd, addr, len, access));
   if (!mr) {
     const int err = errno != 0 ? errno : ENOMEM;
-    if (err == ENOMEM || err == EPERM) {
-      RMSG_LOG(error, "ibv_reg_mr(%zu bytes): %s; raise RLIMIT_MEMLOCK (ulimit -l)", len,
-               std::strerror(err));
+    rlimit lim{};
+    // Pinning beyond RLIMIT_MEMLOCK without CAP_IPC_LOCK is the common cause; with an
+    // unlimited limit ENOMEM is plain memory shortage.
+    if ((err == ENOMEM || err == EPERM) && getrlimit(RLIMIT_MEMLOCK, &lim) == 0 &&
+        lim.rlim_cur != RLIM_INFINITY) {
+      RMSG_LOG(error, "ibv_reg_mr(%zu bytes): %s with RLIMIT_MEMLOCK %llu bytes", len,
+               std::strerror(err), static_cast<unsigned long long>(lim.rlim_cur));
+      return memlock_limit_error();
     }
     return errno_code(err);
   }

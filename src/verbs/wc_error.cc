@@ -1,4 +1,5 @@
-// The work-completion error category: ibv_wc_status values with the verbs' own messages.
+// rdma-core error categories: work-completion status and asynchronous device events with
+// the verbs' own messages, and the memlock-limit condition.
 #include <infiniband/verbs.h>
 
 #include <string>
@@ -16,7 +17,35 @@ class WcCategory final : public std::error_category {
   }
 };
 
+class AsyncEventCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "rdma-async-event"; }
+  std::string message(int code) const override {
+    return std::string("device event: ") + ibv_event_type_str(static_cast<ibv_event_type>(code));
+  }
+};
+
+class MemlockCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "rdma-memlock"; }
+  std::string message(int) const override {
+    return "cannot register (pin) RDMA ring memory: RLIMIT_MEMLOCK is too low; raise it "
+           "(ulimit -l, LimitMEMLOCK= in a systemd unit, memlock in limits.conf) or give the "
+           "process CAP_IPC_LOCK";
+  }
+};
+
 }  // namespace
+
+const std::error_category& async_event_category() noexcept {
+  static const AsyncEventCategory category;
+  return category;
+}
+
+std::error_code memlock_limit_error() noexcept {
+  static const MemlockCategory category;
+  return {1, category};
+}
 
 const std::error_category& wc_category() noexcept {
   static const WcCategory category;

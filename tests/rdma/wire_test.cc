@@ -81,7 +81,11 @@ TEST(WireImm, Layout) {
   EXPECT_EQ(imm->type, MsgType::fin);
   EXPECT_EQ(imm->credits, 5);
   EXPECT_TRUE(decode_imm(0x01000000u).is(Errc::protocol_error));  // reserved bits
-  EXPECT_TRUE(decode_imm(0x00030000u).is(Errc::protocol_error));  // unknown type
+  auto ka = decode_imm(0x00030002u);
+  ASSERT_TRUE(ka.ok());
+  EXPECT_EQ(ka->type, MsgType::keepalive);
+  EXPECT_EQ(ka->credits, 2);
+  EXPECT_TRUE(decode_imm(0x00040000u).is(Errc::protocol_error));  // unknown type
 }
 
 TEST(WireWrId, CarriesGenerationKindIndex) {
