@@ -7,7 +7,7 @@ CTEST   := ctest --output-on-failure --no-tests=error
 GEN     := -G Ninja
 
 .PHONY: all deps deps-test configure build demo test test-host test-asan test-tsan \
-        test-rdma install lint format clean
+        test-rdma test-rdma-asan install lint format clean
 
 all: build
 
@@ -29,15 +29,15 @@ demo: build
 
 # Host tiers (unit, tcp), then the sanitizer trees, then the Soft-RoCE guest tier.
 test: deps-test build
-	$(MAKE) --no-print-directory test-host test-asan test-tsan test-rdma
+	$(MAKE) --no-print-directory test-host test-asan test-tsan test-rdma test-rdma-asan
 
 test-host:
 	$(CTEST) --test-dir $(BUILD) -j $(JOBS) -L 'unit|tcp'
 
-# ASan+UBSan: only the host test binaries (no tools) in their own tree.
-build-asan/build.ninja:
+# ASan+UBSan: the test binaries (no tools) in their own tree; the RDMA ones run in the guest.
+build-asan/build.ninja: Makefile
 	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DRMSG_SANITIZE=address,undefined \
-	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_TEST_DIRS='base;loop;tcp'
+	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_TEST_DIRS='base;loop;tcp;rdma'
 test-asan: build-asan/build.ninja
 	cmake --build build-asan -j $(JOBS)
 	$(CTEST) --test-dir build-asan -j $(JOBS) -L 'unit|tcp'
@@ -53,6 +53,11 @@ test-tsan: build-tsan/build.ninja
 # Soft-RoCE: every rdma-labelled test inside one qemu guest boot (tests/softroce/).
 test-rdma:
 	$(CTEST) --test-dir $(BUILD) -L rdma
+
+# The RDMA tests built with ASan+UBSan, in a second guest boot.
+test-rdma-asan: build-asan/build.ninja
+	cmake --build build-asan -j $(JOBS)
+	$(CTEST) --test-dir build-asan -L rdma
 
 install: build
 	cmake --install $(BUILD)
