@@ -28,7 +28,7 @@ const StreamTransport* choose_transport(const std::string& name, std::string& wh
     for (const auto* x : stream_transports()) built += std::string(x->name) + ", ";
     why = name == "rdma" ? "the rdma transport is not built into this rmsg-perf yet"
                          : "unknown transport '" + name + "'";
-    why += " (available: " + built + "posix, auto)";
+    why += " (available: " + built + "posix, verbs, auto)";
     return nullptr;
   }
   if (t->unavailable_reason) {
@@ -55,10 +55,21 @@ std::optional<Setup> make_setup(const Options& o, std::string& why) {
   RunOptions ro;
   ro.busy_poll = o.busy_poll;
   ro.one_thread = o.one_thread;
+  ro.counters = o.counters;
   Setup s;
   s.host = o.host.empty() ? ro.host : o.host;
-  if (o.transport == "posix") {
-    s.runner = find_runner("posix")(ro);
+  if (o.transport == "posix" || o.transport == "verbs") {
+    auto factory = find_runner(o.transport);
+    if (!factory) {
+      why = o.transport + " is not built into this rmsg-perf (RMSG_WITH_RDMA off)";
+      return std::nullopt;
+    }
+    s.runner = factory(ro);
+    // verbs needs a device's address, as the rdma transport does.
+    const auto* rdma = find_stream_transport("rdma");
+    if (o.transport == "verbs" && o.host.empty() && rdma && rdma->local_host) {
+      s.host = rdma->local_host();
+    }
   } else {
     const auto* t = choose_transport(o.transport, why);
     if (t == nullptr) return std::nullopt;
@@ -69,10 +80,13 @@ std::optional<Setup> make_setup(const Options& o, std::string& why) {
       return std::nullopt;
     }
     s.runner = std::move(r).value();
-    if (o.baseline != "none") {
-      auto factory = find_runner(o.baseline);
+    const std::string base = !o.baseline.empty()              ? o.baseline
+                             : std::string(t->name) == "rdma" ? "verbs"
+                                                              : "posix";
+    if (base != "none") {
+      auto factory = find_runner(base);
       if (!factory) {
-        why = "unknown baseline '" + o.baseline + "'";
+        why = "unknown baseline '" + base + "'";
         return std::nullopt;
       }
       s.baseline = factory(ro);

@@ -43,8 +43,9 @@ bool parse_list(std::string_view text, std::vector<std::uint64_t>& out) {
 
 void print_usage(std::FILE* out) {
   std::fputs(
-      "usage: rmsg-perf [--test lat|bw|connect] [--transport tcp|rdma|auto|posix] [--size N[,N...]]\n"
-      "                 [--iters N] [--repeat N] [--json] [--busy-poll] [--one-thread]\n"
+      "usage: rmsg-perf [--test lat|bw|connect] [--transport tcp|rdma|auto|posix|verbs]\n"
+      "                 [--size N[,N...]] [--iters N] [--repeat N] [--json] [--busy-poll]\n"
+      "                 [--one-thread] [--counters]\n"
       "                 [--baseline NAME] [--address HOST]\n"
       "                 [--server ADDR:PORT | --connect ADDR:PORT]\n"
       "\n"
@@ -53,7 +54,8 @@ void print_usage(std::FILE* out) {
       "                connect: connection setup through the connection manager, fresh\n"
       "                vs reused structures, one loop thread (--transport rdma|tcp)\n"
       "  --transport   rmsg transport to measure (default auto: rdma when built and a\n"
-      "                device has an active port, else tcp); posix: the baseline alone.\n"
+      "                device has an active port, else tcp); posix, verbs: that baseline\n"
+      "                alone (verbs: SEND/RECV straight on an RC QP)\n"
       "  --size        message sizes, K/M/G suffixes allowed (default lat 64,4K; bw 4K,64K)\n"
       "  --iters       measured messages per size (default: scaled to the size)\n"
       "  --repeat      rounds per size, baseline and transport alternating; the median\n"
@@ -61,7 +63,10 @@ void print_usage(std::FILE* out) {
       "  --json        one JSON object per result on stdout\n"
       "  --busy-poll   rmsg loops spin instead of sleeping in epoll (the baseline blocks)\n"
       "  --one-thread  rmsg server and client on one loop thread (default: one thread each)\n"
-      "  --baseline    runner measured alongside for the ratio column (default posix; none)\n"
+      "  --baseline    runner measured alongside for the ratio column (default: verbs for\n"
+      "                rdma, posix otherwise; none)\n"
+      "  --counters    after each result, the transport's counters on stderr (rdma: the\n"
+      "                client stream's, then every device's)\n"
       "  --address     host for in-process runs (default 127.0.0.1)\n"
       "  --server      serve the transport at ADDR:PORT and the baseline at PORT+1\n"
       "  --connect     run as the client of a --server at ADDR:PORT\n",
@@ -92,6 +97,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
       o.busy_poll = true;
     } else if (arg == "--one-thread") {
       o.one_thread = true;
+    } else if (arg == "--counters") {
+      o.counters = true;
     } else if (arg == "--test") {
       if (!value(v)) return false;
       if (v == "lat")

@@ -10,10 +10,11 @@
 namespace rmsg::perf {
 
 struct Options {
-  std::vector<Test> tests;           // empty: lat then bw
-  bool connect_test = false;         // --test connect (connect_test.h)
-  std::string transport = "auto";    // tcp | rdma | auto | posix
-  std::string baseline = "posix";    // a registered runner, or "none"
+  std::vector<Test> tests;         // empty: lat then bw
+  bool connect_test = false;       // --test connect (connect_test.h)
+  std::string transport = "auto";  // tcp | rdma | auto | posix | verbs
+  std::string baseline;            // a registered runner, "none"; empty: verbs for rdma, else posix
+  bool counters = false;           // print the transport's counters after each result
   std::vector<std::uint64_t> sizes;  // empty: defaults per test
   std::uint64_t iters = 0;           // 0: a default per test and size
   std::uint64_t repeat = 1;          // rounds per size; the median round of each is reported

@@ -38,6 +38,7 @@ struct RunOptions {
   bool busy_poll = false;          // EventLoop::set_busy_poll on every loop a runner drives
   bool one_thread = false;         // server and client on one loop thread (stream runners)
   std::string host = "127.0.0.1";  // in-process server address
+  bool counters = false;           // print the transport's counters after each measurement
 };
 
 // Prints "label: done/total" on stderr about once a second once a run passes 2 s.

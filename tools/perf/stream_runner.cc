@@ -111,7 +111,9 @@ class StreamRunner final : public Runner {
     }
     if (!connected->ok()) return connected->error();
     Stream stream = std::move(*connected).value();
-    return run_stream_client(stream, spec, progress);
+    auto m = run_stream_client(stream, spec, progress);
+    if (options_.counters && t_.print_counters) t_.print_counters(stream);
+    return m;
   }
 
  private:

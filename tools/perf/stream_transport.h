@@ -24,6 +24,8 @@ struct StreamTransport {
   // The host an in-process run binds to (RDMA needs a device's address, not 127.0.0.1).
   // Null: RunOptions::host.
   std::string (*local_host)();
+  // Prints the counters of `stream` and of the transport (on stderr). Null: none.
+  void (*print_counters)(const Stream& stream);
 };
 
 bool register_stream_transport(const StreamTransport* transport);

@@ -3,7 +3,9 @@
 #include <net/if.h>
 #include <rdma/rdma_cma.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 #include "rmsg/rdma.h"
 #include "stream_transport.h"
@@ -58,7 +60,14 @@ std::string local_host() {
   return host;
 }
 
-const StreamTransport kRdma{"rdma", unavailable, listen, connect, local_host};
+void print_counters(const Stream& stream) {
+  std::ostringstream out;
+  if (const CounterSet* c = rdma_stream_counters(stream)) c->dump(out, "stream.");
+  rdma_dump_device_counters(out);
+  std::fputs(out.str().c_str(), stderr);
+}
+
+const StreamTransport kRdma{"rdma", unavailable, listen, connect, local_host, print_counters};
 RMSG_PERF_STREAM_TRANSPORT(kRdma);
 
 }  // namespace

@@ -13,7 +13,7 @@ void connect(EventLoop& loop, const SocketAddress& address, ConnectCallback cb) 
   tcp_connect(loop, address, TcpOptions{}, std::move(cb));
 }
 
-const StreamTransport kTcp{"tcp", nullptr, listen, connect, nullptr};
+const StreamTransport kTcp{"tcp", nullptr, listen, connect, nullptr, nullptr};
 RMSG_PERF_STREAM_TRANSPORT(kTcp);
 
 }  // namespace
