@@ -376,12 +376,16 @@ bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point d
   if (done()) return true;
   // One loop timer for the deadline instead of a timeout on every epoll_wait: a timed
   // epoll_wait arms a kernel timer per sleep, which costs about a microsecond a wakeup.
-  bool expired = Clock::now() >= deadline;
-  const TimerId guard = add_timer(deadline - Clock::now(), [&expired] { expired = true; });
+  const auto now = Clock::now();
+  bool expired = now >= deadline;
+  // A far deadline (time_point::max() included) means no guard timer: deadline - now
+  // would overflow.
+  const bool far = deadline > now + std::chrono::hours(24 * 365);
+  const TimerId guard = far ? 0 : add_timer(deadline - now, [&expired] { expired = true; });
   while (!done() && !expired) {
     if (!impl_->run_once(Duration(-1))) break;
   }
-  cancel_timer(guard);
+  if (guard != 0) cancel_timer(guard);
   return done();
 }
 

@@ -86,6 +86,12 @@ TEST_F(LoopTest, TimerChurnDoesNotGrowWithoutBound) {
   EXPECT_TRUE(loop().run_for([&] { return fired; }, 5s));
 }
 
+TEST_F(LoopTest, RunUntilWithoutDeadline) {
+  bool fired = false;
+  loop().add_timer(5ms, [&] { fired = true; });
+  EXPECT_TRUE(loop().run_until([&] { return fired; }, Clock::time_point::max()));
+}
+
 TEST_F(LoopTest, RunUntilHonoursDeadline) {
   const auto start = Clock::now();
   EXPECT_FALSE(loop().run_for([] { return false; }, 30ms));
