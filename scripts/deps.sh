@@ -3,7 +3,7 @@
 # installed this runs nothing, not even apt-get update.
 #   scripts/deps.sh build|test|demo
 set -euo pipefail
-build=(cmake ninja-build g++ make pkg-config libgtest-dev libgmock-dev libibverbs-dev
+build=(cmake ninja-build g++ make pkg-config clang-format git libgtest-dev libgmock-dev libibverbs-dev
        librdmacm-dev rdma-core ibverbs-providers iproute2)
 # The Soft-RoCE tier boots Debian's kernel under qemu (tests/softroce/README.md).
 softroce=(qemu-system-x86 linux-image-amd64 busybox-static cpio kmod ibverbs-utils

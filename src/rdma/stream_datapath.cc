@@ -226,7 +226,7 @@ void RdmaStream::on_send_completion(const ibv_wc& wc) {
 
 void RdmaStream::on_recv_completion(const ibv_wc& wc) {
   if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
-  --res_->recv_posted;  // recycling reaps the rest
+  --res_->recv_posted;                                            // recycling reaps the rest
   if (wc.status != IBV_WC_SUCCESS) {
     counters_->wc_error(wc.status);
     if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
