@@ -80,12 +80,7 @@ void Recycler::check_deadline(Clock::time_point now) {
 void Recycler::on_cq_event(bool send) {
   auto& channel = send ? res_->send_channel : res_->recv_channel;
   auto& cq = send ? res_->send_cq : res_->recv_cq;
-  unsigned events = 0;
-  ibv_cq* ev_cq = nullptr;
-  void* ev_ctx = nullptr;
-  while (ibv_get_cq_event(channel.get(), &ev_cq, &ev_ctx) == 0) ++events;
-  cq.note_events(events);
-  if (ibv_req_notify_cq(cq.get(), 0) != 0) return finish(false);
+  if (!cq.drain_and_rearm(channel.get())) return finish(false);
   poll();
 }
 

@@ -200,13 +200,8 @@ void RdmaStream::unwatch_completions() {
 void RdmaStream::on_cq_event(bool send) {
   auto& channel = send ? res_->send_channel : res_->recv_channel;
   auto& cq = send ? res_->send_cq : res_->recv_cq;
-  unsigned events = 0;
-  ibv_cq* ev_cq = nullptr;
-  void* ev_ctx = nullptr;
-  while (ibv_get_cq_event(channel.get(), &ev_cq, &ev_ctx) == 0) ++events;
-  cq.note_events(events);
   // Re-arm before polling: a completion landing after the poll then raises a new event.
-  if (const int rc = ibv_req_notify_cq(cq.get(), 0); rc != 0) fail(errno_code(rc));
+  if (auto armed = cq.drain_and_rearm(channel.get()); !armed) fail(armed.error());
   poll_completions();
 }
 

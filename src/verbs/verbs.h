@@ -92,6 +92,10 @@ class Cq {
   explicit operator bool() const noexcept { return cq_ != nullptr; }
   // Counts events taken with ibv_get_cq_event; acks in batches (acking takes a lock).
   void note_events(unsigned n) noexcept;
+  // After `channel` fired: takes every pending event from it (the fd is non-blocking),
+  // counts them for acking, and re-arms this CQ, so that a completion landing after the
+  // caller's next poll raises a new event. Errors: the errno of ibv_req_notify_cq.
+  Result<void> drain_and_rearm(ibv_comp_channel* channel) noexcept;
   void reset() noexcept;
 
  private:

@@ -50,6 +50,16 @@ void Cq::note_events(unsigned n) noexcept {
   }
 }
 
+Result<void> Cq::drain_and_rearm(ibv_comp_channel* channel) noexcept {
+  unsigned events = 0;
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  while (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) == 0) ++events;
+  note_events(events);
+  if (const int rc = ibv_req_notify_cq(cq_, 0); rc != 0) return errno_code(rc);
+  return {};
+}
+
 void Cq::reset() noexcept {
   if (cq_ == nullptr) return;
   if (unacked_ != 0) ibv_ack_cq_events(cq_, unacked_);

@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "rdma/rdma_fixture.h"
+#include "rdma/verbs_census.h"
 #include "rmsg/connection_manager.h"
-#include "verbs_census.h"
 
 namespace rmsg::testing {
 

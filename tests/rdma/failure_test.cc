@@ -11,6 +11,7 @@
 
 #include "process_util.h"
 #include "rdma_fixture.h"
+#include "verbs_census.h"
 
 namespace rmsg::testing {
 namespace {

@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <regex>
 
 namespace rmsg::testing {
 
@@ -85,27 +84,6 @@ std::string helper_path() {
   if (n <= 0) return "rdma_peer_helper";
   std::string self(buf, static_cast<std::size_t>(n));
   return self.substr(0, self.rfind('/') + 1) + "rdma_peer_helper";
-}
-
-int verbs_objects(const char* kind, std::string* why) {
-  const std::string cmd = std::string("rdma -j res show ") + kind + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) {
-    if (why) *why = "cannot run: " + cmd;
-    return -1;
-  }
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const int rc = pclose(f);
-  if (rc != 0 || out.empty() || out[0] != '[') {
-    if (why) *why = cmd + ": " + out.substr(0, 300);
-    return -1;
-  }
-  const std::regex pid_re("\"pid\":" + std::to_string(getpid()) + "[,}]");
-  return static_cast<int>(
-      std::distance(std::sregex_iterator(out.begin(), out.end(), pid_re), std::sregex_iterator()));
 }
 
 }  // namespace rmsg::testing

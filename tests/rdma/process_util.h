@@ -36,8 +36,4 @@ class Child {
 // The path of rdma_peer_helper, built next to the test binary.
 std::string helper_path();
 
-// How many objects of `kind` (qp, cq, mr, pd, cm_id) `rdma res show` lists for this
-// process, or -1 (with `why`) when the tool cannot be run or its output not read.
-int verbs_objects(const char* kind, std::string* why = nullptr);
-
 }  // namespace rmsg::testing

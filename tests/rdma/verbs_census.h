@@ -15,6 +15,10 @@ struct Census {
   friend bool operator==(const Census&, const Census&) = default;
 };
 
+// How many objects of `kind` (qp, cq, mr, pd, cm_id) `rdma res show` lists for this
+// process, or -1 (with `why`) when the tool cannot be run or its output not read.
+int verbs_objects(const char* kind, std::string* why = nullptr);
+
 // -1 fields (and `why`) when the tool cannot be run or read.
 Census take_census(std::string* why = nullptr);
 

@@ -7,9 +7,9 @@
 #include <regex>
 
 namespace rmsg::testing {
-namespace {
+namespace {}  // namespace
 
-int count(const char* kind, std::string* why) {
+int verbs_objects(const char* kind, std::string* why) {
   const std::string cmd = std::string("rdma -j res show ") + kind + " 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   if (f == nullptr) {
@@ -29,14 +29,12 @@ int count(const char* kind, std::string* why) {
       std::distance(std::sregex_iterator(out.begin(), out.end(), pid_re), std::sregex_iterator()));
 }
 
-}  // namespace
-
 std::string Census::to_string() const {
   return "qp " + std::to_string(qp) + ", cq " + std::to_string(cq) + ", mr " + std::to_string(mr);
 }
 
 Census take_census(std::string* why) {
-  return Census{count("qp", why), count("cq", why), count("mr", why)};
+  return Census{verbs_objects("qp", why), verbs_objects("cq", why), verbs_objects("mr", why)};
 }
 
 }  // namespace rmsg::testing
