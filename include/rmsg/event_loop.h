@@ -30,12 +30,15 @@ namespace rmsg {
 using Clock = std::chrono::steady_clock;
 using Duration = std::chrono::nanoseconds;
 
-// Bits of a watcher's interest and of the events its callback receives.
+// Bits of a watcher's interest and of the events its callback receives (flag constants,
+// hence kCamel like other constants rather than an enum's lower_case).
+// NOLINTBEGIN(readability-identifier-naming)
 enum IoEvent : std::uint32_t {
   kReadable = 1u << 0,
   kWritable = 1u << 1,
   kIoError = 1u << 2,  // delivered only: EPOLLERR / EPOLLHUP (with kReadable|kWritable set)
 };
+// NOLINTEND(readability-identifier-naming)
 
 using WatchId = std::uint64_t;  // 0 is never a valid id
 using TimerId = std::uint64_t;  // 0 is never a valid id

@@ -92,8 +92,8 @@ using PendingTable = std::map<std::uint64_t, std::shared_ptr<PendingConnect>>;
 class RdmaSideImpl final : public RdmaSide {
  public:
   RdmaSideImpl(EventLoop& loop, std::shared_ptr<CmChannel> channel,
-               const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
-               std::function<void()> wake_tick)
+               const ConnectionManagerOptions& options, const std::shared_ptr<ManagerStats>& stats,
+               const std::function<void()>& wake_tick)
       : loop_(loop),
         stats_(stats),
         wake_tick_(wake_tick),

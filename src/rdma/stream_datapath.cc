@@ -272,7 +272,14 @@ void RdmaStream::on_recv_completion(const ibv_wc& wc) {
 }
 
 void RdmaStream::fail(std::error_code ec) {
-  if (error_ || closed_) return;
+  if (closed_) return;
+  if (error_) {
+    // A flushed request only says that the QP is in error; the completion that put it
+    // there (often on the other CQ, polled in the same pass) names the cause: keep that.
+    const auto flushed = make_wc_error(IBV_WC_WR_FLUSH_ERR);
+    if (error_ == flushed && ec.category() == wc_category() && ec != flushed) error_ = ec;
+    return;
+  }
   error_ = ec;
   RMSG_LOG(warn, "rdma stream failed: %s", ec.message().c_str());
   if (cm_) cm_->disconnect();  // the peer learns at once
