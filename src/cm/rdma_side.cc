@@ -92,13 +92,13 @@ using PendingTable = std::map<std::uint64_t, std::shared_ptr<PendingConnect>>;
 class RdmaSideImpl final : public RdmaSide {
  public:
   RdmaSideImpl(EventLoop& loop, std::shared_ptr<CmChannel> channel,
-               const ConnectionManagerOptions& options, const std::shared_ptr<ManagerStats>& stats,
-               const std::function<void()>& wake_tick)
+               const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
+               std::function<void()> wake_tick)
       : loop_(loop),
-        stats_(stats),
-        wake_tick_(wake_tick),
-        pool_(
-            std::make_shared<StructurePool>(loop, std::move(channel), options, stats, wake_tick)) {}
+        stats_(std::move(stats)),
+        wake_tick_(std::move(wake_tick)),
+        pool_(std::make_shared<StructurePool>(loop, std::move(channel), options, stats_,
+                                              wake_tick_)) {}
   RdmaSideImpl(const RdmaSideImpl&) = delete;
   RdmaSideImpl& operator=(const RdmaSideImpl&) = delete;
   RdmaSideImpl(RdmaSideImpl&&) = delete;
