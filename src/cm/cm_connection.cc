@@ -60,6 +60,21 @@ Result<void> CmConnection::connect(const SocketAddress& peer) {
   return {};
 }
 
+// The same parameters for rdma_connect and rdma_accept: our private data, one
+// outstanding RDMA read each way, and the QP's retry settings (the QP is ours).
+rdma_conn_param CmConnection::conn_param() {
+  const auto data = delegate_.cm_private_data();
+  rdma_conn_param param{};
+  param.private_data = data.data();
+  param.private_data_len = static_cast<std::uint8_t>(data.size());
+  param.responder_resources = 1;
+  param.initiator_depth = 1;
+  param.retry_count = tuning_.retry_count;
+  param.rnr_retry_count = tuning_.rnr_retry_count;
+  param.qp_num = qp_->qp_num;
+  return param;
+}
+
 Result<void> CmConnection::accept(const rdma_cm_event& event) {
   id_ = verbs::CmId(event.id);
   channel_->attach(id_.get(), this);
@@ -73,15 +88,7 @@ Result<void> CmConnection::accept(const rdma_cm_event& event) {
     RMSG_TRY(delegate_.cm_post_receives());
     RMSG_TRY(modify_qp(IBV_QPS_RTR));
     RMSG_TRY(modify_qp(IBV_QPS_RTS));
-    const auto data = delegate_.cm_private_data();
-    rdma_conn_param param{};
-    param.private_data = data.data();
-    param.private_data_len = static_cast<std::uint8_t>(data.size());
-    param.responder_resources = 1;
-    param.initiator_depth = 1;
-    param.retry_count = tuning_.retry_count;
-    param.rnr_retry_count = tuning_.rnr_retry_count;
-    param.qp_num = qp_->qp_num;
+    rdma_conn_param param = conn_param();
     if (rdma_accept(id_.get(), &param) != 0) return errno_code(errno);
     return {};
   };
@@ -175,15 +182,7 @@ void CmConnection::on_route_resolved() {
     notify(Step::resources_ready);
     RMSG_TRY(modify_qp(IBV_QPS_INIT));
     RMSG_TRY(delegate_.cm_post_receives());
-    const auto data = delegate_.cm_private_data();
-    rdma_conn_param param{};
-    param.private_data = data.data();
-    param.private_data_len = static_cast<std::uint8_t>(data.size());
-    param.responder_resources = 1;
-    param.initiator_depth = 1;
-    param.retry_count = tuning_.retry_count;
-    param.rnr_retry_count = tuning_.rnr_retry_count;
-    param.qp_num = qp_->qp_num;
+    rdma_conn_param param = conn_param();
     if (rdma_connect(id_.get(), &param) != 0) return errno_code(errno);
     return {};
   };

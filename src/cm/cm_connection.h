@@ -141,6 +141,7 @@ class CmConnection final : public CmEventHandler {
 
  private:
   Result<void> modify_qp(ibv_qp_state state);
+  rdma_conn_param conn_param();
   void on_route_resolved();
   void on_connect_response(const rdma_cm_event& event);
   void on_disconnected();
