@@ -131,7 +131,8 @@ using ConnectCallback = std::function<void(Result<Stream>)>;
 // Delivered on the loop thread for every accepted connection.
 using AcceptCallback = std::function<void(Stream)>;
 
-// The passive side's handle: accepting continues until it is closed or destroyed.
+// The passive side's handle: accepting continues until it is closed or destroyed, or until
+// the listener fails (error() tells why).
 class ListenerImpl {
  public:
   ListenerImpl() = default;
@@ -143,6 +144,8 @@ class ListenerImpl {
   virtual std::string local_address() const = 0;  // "ip:port", the bound port included
   virtual std::uint16_t port() const = 0;
   virtual void close() = 0;
+  // Why the listener stopped accepting on its own ({} while it accepts; close() sets none).
+  virtual std::error_code error() const { return {}; }
 };
 
 class Listener {
@@ -161,6 +164,13 @@ class Listener {
   void close() {
     if (impl_) impl_->close();
   }
+  // Why the listener stopped accepting without close(): {} while it accepts. Set on the
+  // loop thread when it happens; the accept callback is not called for it. An RDMA listener
+  // whose device is removed (rdma_cm DEVICE_REMOVAL) reports Errc::device_error: it has let
+  // go of the device (and of connections not yet accepted) at once, and accepts nothing
+  // more; listen again on another address. A TCP listener reports nothing (its accept
+  // errors are retried).
+  std::error_code error() const { return impl_ ? impl_->error() : std::error_code{}; }
 
  private:
   std::unique_ptr<ListenerImpl> impl_;

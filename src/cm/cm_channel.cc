@@ -57,6 +57,22 @@ void CmChannel::retire(verbs::CmId id) {
   }
 }
 
+namespace {
+
+// librdmacm keeps a device context open for its ids and re-reads the device list only when
+// asked for it (or when an id lands on a device it does not know): without this, a removed
+// device stays open until the process exits, and its removal waits that long. Listing the
+// devices marks the removed one dead; librdmacm closes it once its last id is destroyed.
+// The caller's verbs objects on that device must be gone by then (the handlers of
+// DEVICE_REMOVAL drop them).
+void forget_removed_devices() {
+  int count = 0;
+  ibv_context** devices = rdma_get_devices(&count);
+  if (devices != nullptr) rdma_free_devices(devices);
+}
+
+}  // namespace
+
 void CmChannel::drain() {
   auto keep_alive = shared_from_this();  // a handler may drop the last other owner
   for (;;) {
@@ -80,9 +96,11 @@ void CmChannel::drain() {
     } else {
       RMSG_LOG(debug, "rdma_cm event %s for a detached id", rdma_event_str(ev.event));
     }
+    const bool removal = ev.event == RDMA_CM_EVENT_DEVICE_REMOVAL;
     event.value().reset();  // ack
     dispatching_ = false;
     retired_.clear();
+    if (removal) forget_removed_devices();
   }
 }
 

@@ -10,6 +10,11 @@
 // id only through retire(): rdma_destroy_id blocks until the id's events are acked, so
 // an id retired during dispatch is destroyed after the ack (on one thread, destroying it
 // inside the handler would deadlock).
+//
+// After a DEVICE_REMOVAL event is acked, the channel has librdmacm re-read the device list,
+// so that librdmacm closes the removed device once its last id is gone: the removal of a
+// Soft-RoCE device (no context disassociation) waits for that. Handlers of DEVICE_REMOVAL
+// must drop their verbs objects on that device and retire their ids at once.
 #pragma once
 
 #include <memory>

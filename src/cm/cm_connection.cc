@@ -162,7 +162,7 @@ void CmConnection::on_cm_event(const rdma_cm_event& event) {
     case RDMA_CM_EVENT_DISCONNECTED:
       return on_disconnected();
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      return fail(make_error_code(Errc::device_error));
+      return on_device_removal();
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
       timewait_exited_ = true;
       return;
@@ -217,6 +217,23 @@ void CmConnection::on_disconnected() {
   } else if (state_ == State::connecting || state_ == State::accepting) {
     fail(make_error_code(Errc::connection_reset));
   }
+}
+
+// The removal of the device waits for every id and verbs object on it: the delegate drops
+// its resources in cm_failed, and the id goes now rather than when the owner is closed
+// (the kernel has destroyed its side already; librdmacm keeps the device open while any
+// id on it lives). A connection that had failed or disconnected before (its peer's
+// removal event came first, say) tells its delegate again: its resources must go too.
+void CmConnection::on_device_removal() {
+  const auto ec = make_error_code(Errc::device_error);
+  if (state_ == State::failed || state_ == State::disconnected) {
+    cancel_deadline();
+    state_ = State::failed;
+    delegate_.cm_failed(ec);
+  } else {
+    fail(ec);
+  }
+  channel_->retire(std::move(id_));
 }
 
 void CmConnection::fail(std::error_code ec) {

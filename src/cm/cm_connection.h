@@ -15,12 +15,16 @@
 // timeout are then set from CmTuning (the QP's, not the CM's, values).
 //
 // Each step has a deadline: resolution steps pass theirs to rdma_cm, the handshake is
-// timed by a loop timer. Failures reach Delegate::cm_failed exactly once.
+// timed by a loop timer. Failures reach Delegate::cm_failed once (DEVICE_REMOVAL after an
+// earlier failure or disconnect calls it a second time, with Errc::device_error).
 //
 // An observer (set_observer, used by the connection manager) sees every step as it is
 // entered; with one installed the connection arms no handshake timer of its own and gives
 // rdma_cm twice the resolve timeout as a backstop: the observer enforces the step
 // deadlines (expire()) from its periodic tick.
+//
+// DEVICE_REMOVAL fails the connection with Errc::device_error and retires its id at once
+// (id() is null afterwards): the removal of the device waits for it.
 //
 // Threading: loop thread only. Delegate calls must not destroy the CmConnection (defer).
 #pragma once
@@ -66,6 +70,8 @@ class CmConnection final : public CmEventHandler {
     virtual void cm_established() = 0;
     // Setup failed, or an established connection got DISCONNECTED (Errc::connection_reset
     // from the state machine; the delegate knows whether the peer finished orderly).
+    // With Errc::device_error (DEVICE_REMOVAL) the delegate must drop its verbs objects
+    // now; that one comes even after an earlier failure or disconnect.
     virtual void cm_failed(std::error_code ec) = 0;
     virtual void cm_disconnected() = 0;
 
@@ -145,6 +151,7 @@ class CmConnection final : public CmEventHandler {
   void on_route_resolved();
   void on_connect_response(const rdma_cm_event& event);
   void on_disconnected();
+  void on_device_removal();
   void fail(std::error_code ec);
   void arm_deadline();
   void cancel_deadline();

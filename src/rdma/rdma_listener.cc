@@ -46,9 +46,13 @@ class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
     channel_->retire(std::move(id_));
     pending_.clear();  // half-accepted streams: their peers see a disconnect
   }
+  std::error_code error() const override { return error_; }
 
  private:
   void on_cm_event(const rdma_cm_event& event) override {
+    if (event.event == RDMA_CM_EVENT_DEVICE_REMOVAL && event.id == id_.get()) {
+      return on_device_removal();
+    }
     if (event.event != RDMA_CM_EVENT_CONNECT_REQUEST) return;
     auto hello = wire::decode_hello(cm::cm_private_data(event));
     if (!hello || hello->kind != wire::HelloKind::request) {
@@ -65,6 +69,16 @@ class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
       on_accept_(Stream(std::move(node.mapped())));
     });
     if (!started) pending_.erase(raw);  // rejected by the CM state machine already
+  }
+
+  // The removal of the device waits until every cm id and verbs object on it is gone: the
+  // listening id and the half-accepted streams (bound to this device, as the listener is)
+  // go now. Nothing is accepted afterwards; error() says why.
+  void on_device_removal() {
+    RMSG_LOG(warn, "rdma listener %s: device removed, no longer accepting",
+             bound_.to_string().c_str());
+    error_ = make_error_code(Errc::device_error);
+    close();
   }
 
   void refuse(const rdma_cm_event& event, wire::RejectReason reason) {
@@ -86,6 +100,7 @@ class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
   SocketAddress bound_;
   std::uint16_t port_ = 0;
   std::map<RdmaStream*, std::unique_ptr<RdmaStream>> pending_;
+  std::error_code error_;
   verbs::CmId id_;
 };
 

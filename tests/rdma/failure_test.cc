@@ -1,6 +1,7 @@
 // Failures the stream must survive cleanly: a peer process killed mid-stream, a peer that
 // stops without a word (keepalive + idle timeout), the device's port going down (an
-// asynchronous device event), and a loop destroyed with a connect still in flight.
+// asynchronous device event), the device removed under a listener and its streams, and a
+// loop destroyed with a connect still in flight.
 #include <infiniband/verbs.h>
 #include <signal.h>
 
@@ -206,6 +207,67 @@ TEST_F(RdmaFailure, PortDownFailsTheStreamsWithADeviceEvent) {
   EXPECT_EQ(child.wait(10000), 0) << result;
   EXPECT_NE(result.find("device event: port error"), std::string::npos) << result;
   EXPECT_EQ(result.find("port_error 0"), std::string::npos) << "not counted: " << result;
+}
+
+std::string device_name() {
+  const char* dev = std::getenv("RMSG_RDMA_DEVICE");
+  return dev ? dev : "rxe0";
+}
+
+bool device_gone() {
+  return !std::filesystem::exists("/sys/class/infiniband/" + device_name());
+}
+
+// A second device while the test's device is deleted: librdmacm (rdma-core 44) re-reads its
+// device list only while some device remains; with none left it keeps the removed one open
+// until the process exits, and a Soft-RoCE device's removal waits that long (found here).
+// Afterwards the spare goes and the test's device is made again on eth0, once its removal
+// has finished (a delete stuck on a live process completes when that process is killed).
+struct SpareDevice {
+  EventLoop& loop;
+  bool added = false;
+  bool deleting = false;  // the test's device is being deleted
+  explicit SpareDevice(EventLoop& l) : loop(l) {
+    added = std::system(
+                "ip link add rmsgspare0 type dummy && ip link set rmsgspare0 up && "
+                "rdma link add rxespare type rxe netdev rmsgspare0") == 0;
+  }
+  ~SpareDevice() {
+    const TimerId tick = loop.add_periodic(20ms, [] {});  // re-evaluates the predicates
+    if (deleting) {
+      EXPECT_TRUE(loop.run_for(device_gone, 60s)) << "the delete never finished";
+    }
+    EXPECT_EQ(std::system("rdma link delete rxespare; ip link delete rmsgspare0"), 0);
+    if (device_gone()) {
+      EXPECT_EQ(std::system(("rdma link add " + device_name() + " type rxe netdev eth0").c_str()),
+                0);
+    }
+    EXPECT_TRUE(loop.run_for(port_active, 30s)) << "the rxe port did not come back";
+    loop.cancel_timer(tick);
+  }
+};
+
+TEST_F(RdmaFailure, DeviceRemovalFailsStreamsAndListenerAndReleasesTheDevice) {
+  ASSERT_FALSE(holds_a_device()) << "run this case in a process of its own "
+                                    "(--gtest_filter=RdmaFailure.DeviceRemoval*)";
+  SpareDevice spare{loop()};
+  ASSERT_TRUE(spare.added) << "cannot add a spare rxe device on a dummy netdev";
+  Child helper({helper_path(), "devremove", address().host(), "0"});
+  ASSERT_TRUE(helper.started());
+  ASSERT_EQ(helper.read_line(60000), "connected");
+  // Bounded: a delete that waits for the helper would block in the kernel (D state,
+  // unkillable) until the helper exits; the helper is killed when this case ends.
+  const auto t0 = Clock::now();
+  spare.deleting = true;
+  Child del({"/bin/sh", "-c", "rdma link delete " + device_name() + "; echo rc=$?"});
+  ASSERT_TRUE(del.started());
+  const std::string deleted = del.read_line(30000);
+  const double took = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  const std::string result = helper.read_line(90000);
+  std::printf("delete: %s after %.0f ms; helper: %s\n", deleted.c_str(), took, result.c_str());
+  EXPECT_EQ(deleted, "rc=0") << "the delete did not complete while the helper lived";
+  EXPECT_EQ(helper.wait(10000), 0) << result;
+  EXPECT_NE(result.find("listener RDMA device error"), std::string::npos) << result;
 }
 
 TEST_F(RdmaFailure, LoopDestroyedWithAConnectInFlightCancelsIt) {

@@ -6,6 +6,10 @@
 //                                              the error is rmsg::memlock_limit_error()
 //   rdma_peer_helper portdown ADDR 0           a pair in this process: exit 0 when both fail
 //                                              with PORT_ERR once the caller downs the link
+//   rdma_peer_helper devremove ADDR 0          a listener and a pair in this process: exit 0
+//                                              when all fail with device_error once the
+//                                              caller deletes the device, and the delete
+//                                              completes while this process lives
 // Exit status: 0 as above, 2 usage, 3 connect failed otherwise, 4 unexpected success,
 // 5 another error than expected.
 #include <infiniband/verbs.h>
@@ -14,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +84,71 @@ int port_down(rmsg::EventLoop& loop, const char* host) {
   return failed && c.error() == want && server.error() == want ? 0 : 5;
 }
 
+// How many files of removed verbs devices ("/dev/infiniband/uverbsN (deleted)") this
+// process holds open: a Soft-RoCE device's removal waits until none is (rxe cannot
+// disassociate a context).
+int removed_device_files() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    std::error_code ec2;
+    const auto target = std::filesystem::read_symlink(e.path(), ec2).string();
+    if (target.rfind("/dev/infiniband/uverbs", 0) == 0 && target.ends_with(" (deleted)")) ++n;
+  }
+  return n;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A listener and a connected pair in this process; after "connected" the caller deletes
+// the device. The listener and the streams must fail with Errc::device_error (a stream may
+// see its peer's disconnect first: connection_reset), and this
+// process must let go of the device (no file of it left open: no verbs object, no context)
+// so that the delete completes while it lives: exit 0 once the device is gone.
+int device_removal(rmsg::EventLoop& loop, const char* host, const char* device) {
+  auto addr = rmsg::SocketAddress::from_host_port(host, 0);
+  if (!addr) return 3;
+  rmsg::Stream server;
+  auto l = rmsg::rdma_listen(loop, *addr, {}, [&](rmsg::Stream s) { server = std::move(s); });
+  if (!l) return 3;
+  addr->set_port(l->port());
+  std::optional<rmsg::Result<rmsg::Stream>> client;
+  rmsg::rdma_connect(loop, *addr, {},
+                     [&](rmsg::Result<rmsg::Stream> r) { client.emplace(std::move(r)); });
+  if (!loop.run_for([&] { return client && server.valid(); }, 30s) || !client->ok()) return 3;
+  rmsg::Stream c = std::move(*client).value();
+  std::printf("connected\n");
+  std::fflush(stdout);
+  const auto tick = loop.add_periodic(20ms, [] {});
+  // The clock starts at the first failure: the delete starts in another process.
+  loop.run_for([&] { return c.error() || server.error(); }, 60s);
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool failed = loop.run_for([&] { return c.error() && server.error(); }, 30s);
+  const double failed_ms = ms_since(t0);
+  const bool released = loop.run_for([&] { return removed_device_files() == 0; }, 30s);
+  const double released_ms = ms_since(t0);
+  const std::string sys = std::string("/sys/class/infiniband/") + device;
+  const bool gone = loop.run_for([&] { return !std::filesystem::exists(sys); }, 30s);
+  const double gone_ms = ms_since(t0);
+  loop.cancel_timer(tick);
+  std::printf(
+      "%s: client %s; server %s; listener %s; streams failed +%.0f ms; removed device files "
+      "%d at +%.0f ms; device %s at +%.0f ms\n",
+      failed ? "failed" : "still up", c.error().message().c_str(), server.error().message().c_str(),
+      l->error().message().c_str(), failed_ms, removed_device_files(), released_ms,
+      gone ? "gone" : "still there", gone_ms);
+  const auto want = rmsg::make_error_code(rmsg::Errc::device_error);
+  // A stream may see its peer's disconnect (the peer failed on its own removal event) before
+  // its own removal event: connection_reset then, its resources dropped all the same.
+  const auto reset = rmsg::make_error_code(rmsg::Errc::connection_reset);
+  const auto ok = [&](std::error_code ec) { return ec == want || ec == reset; };
+  const bool all_failed = ok(c.error()) && ok(server.error()) &&
+                          (c.error() == want || server.error() == want) && l->error() == want;
+  return failed && all_failed && released && gone ? 0 : 5;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,6 +173,10 @@ int main(int argc, char** argv) {
     return r->error() == rmsg::memlock_limit_error() ? 0 : 3;
   }
   if (mode == "portdown") return port_down(**loop, argv[2]);
+  if (mode == "devremove") {
+    const char* dev = std::getenv("RMSG_RDMA_DEVICE");
+    return device_removal(**loop, argv[2], dev ? dev : "rxe0");
+  }
   if (mode == "idle") {
     if (argc < 5) return 2;
     o.keepalive_interval = std::chrono::milliseconds(std::atoi(argv[4]));
