@@ -57,6 +57,27 @@ void CmChannel::retire(verbs::CmId id) {
   }
 }
 
+std::uint64_t CmChannel::add_removal_observer(RemovalObserver observer) {
+  removal_observers_.emplace(++next_observer_, std::move(observer));
+  return next_observer_;
+}
+
+void CmChannel::remove_removal_observer(std::uint64_t token) {
+  removal_observers_.erase(token);
+}
+
+void CmChannel::notify_removal(ibv_context* ctx) {
+  if (ctx == nullptr) return;         // an id bound to no device (a wildcard listener)
+  std::vector<std::uint64_t> tokens;  // an observer may remove itself or another
+  for (const auto& [token, observer] : removal_observers_) tokens.push_back(token);
+  for (const auto token : tokens) {
+    auto it = removal_observers_.find(token);
+    if (it == removal_observers_.end()) continue;
+    auto observer = it->second;
+    observer(ctx);
+  }
+}
+
 namespace {
 
 // librdmacm keeps a device context open for its ids and re-reads the device list only when
@@ -97,6 +118,7 @@ void CmChannel::drain() {
       RMSG_LOG(debug, "rdma_cm event %s for a detached id", rdma_event_str(ev.event));
     }
     const bool removal = ev.event == RDMA_CM_EVENT_DEVICE_REMOVAL;
+    if (removal) notify_removal(ev.id->verbs);
     event.value().reset();  // ack
     dispatching_ = false;
     retired_.clear();

@@ -14,9 +14,14 @@
 // After a DEVICE_REMOVAL event is acked, the channel has librdmacm re-read the device list,
 // so that librdmacm closes the removed device once its last id is gone: the removal of a
 // Soft-RoCE device (no context disassociation) waits for that. Handlers of DEVICE_REMOVAL
-// must drop their verbs objects on that device and retire their ids at once.
+// must drop their verbs objects on that device and retire their ids at once. Removal
+// observers (add_removal_observer) hear of every DEVICE_REMOVAL too, for objects on the
+// device that no id stands for (a connection manager's idle structures).
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -63,16 +68,28 @@ class CmChannel : public std::enable_shared_from_this<CmChannel> {
   // Detaches and destroys `id` now, or after the event being dispatched is acked.
   void retire(verbs::CmId id);
 
+  // `observer` is called with the device context of every DEVICE_REMOVAL read, after the
+  // id's own handler and before the event is acked and librdmacm re-reads its device list:
+  // the context is still open, and this is the last moment to destroy verbs objects on it
+  // (librdmacm closes it once its last id is gone). Ids retired there are destroyed after
+  // the ack. Returns a token for remove_removal_observer.
+  using RemovalObserver = std::function<void(ibv_context*)>;
+  std::uint64_t add_removal_observer(RemovalObserver observer);
+  void remove_removal_observer(std::uint64_t token);
+
   // Reads and dispatches every queued event (the loop calls this when the fd is readable).
   void drain();
 
  private:
   CmChannel(EventLoop& loop, verbs::EventChannel channel);
+  void notify_removal(ibv_context* ctx);
 
   EventLoop& loop_;
   verbs::EventChannel channel_;
   WatchId watch_ = 0;
   std::unordered_map<rdma_cm_id*, CmEventHandler*> handlers_;
+  std::map<std::uint64_t, RemovalObserver> removal_observers_;
+  std::uint64_t next_observer_ = 0;
   bool dispatching_ = false;
   std::vector<verbs::CmId> retired_;  // destroyed before the channel (declared after it)
 };

@@ -55,6 +55,23 @@ class IdlePool {
     return out;
   }
 
+  // Removes and returns every structure for which `pred(value)` holds (those of a removed
+  // device), oldest first.
+  template <class Pred>
+  std::vector<T> take_if(Pred pred) {
+    std::vector<T> out;
+    for (auto it = lru_.end(); it != lru_.begin();) {
+      --it;
+      if (!pred(static_cast<const T&>(it->value))) continue;
+      auto& stack = by_key_[it->key];
+      std::erase(stack, it);
+      if (stack.empty()) by_key_.erase(it->key);
+      out.push_back(std::move(it->value));
+      it = lru_.erase(it);
+    }
+    return out;
+  }
+
   // Removes everything (shutdown).
   std::vector<T> clear() {
     std::vector<T> out;

@@ -145,7 +145,7 @@ Result<std::unique_ptr<rdma::ConnResources>> acquire_for(StructurePool& pool,
     return Errc::invalid_argument;
   }
   const auto key = ReuseKey::from(params, device, id->port_num, passive);
-  return pool.acquire(key, id->verbs, geometry, reused);
+  return pool.acquire(key, id, geometry, reused);
 }
 
 rdma::ResourceHooks RdmaSideImpl::connect_hooks(const std::shared_ptr<PendingConnect>& p) {

@@ -1,5 +1,10 @@
 #include "cm/structure_pool.h"
 
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "rmsg/log.h"
 
 namespace rmsg::cm {
@@ -12,12 +17,92 @@ StructurePool::StructurePool(EventLoop& loop, std::shared_ptr<CmChannel> channel
       options_(options),
       stats_(std::move(stats)),
       wake_tick_(std::move(wake_tick)),
-      idle_(options.max_idle, options.max_idle_time) {}
+      idle_(options.max_idle, options.max_idle_time) {
+  // `this` is safe: the destructor removes the observer.
+  removal_observer_ =
+      channel_->add_removal_observer([this](ibv_context* ctx) { drop_device(ctx); });
+}
 
 StructurePool::~StructurePool() {
-  for (auto& [raw, recycler] : recyclers_) destroy(recycler->take(), "structures.dropped");
+  channel_->remove_removal_observer(removal_observer_);
+  for (auto& [raw, recycler] : recyclers_) {
+    auto res = recycler->take();
+    recycler.reset();  // unwatches its completion channels before they close
+    destroy(std::move(res), "structures.dropped");
+  }
   recyclers_.clear();
   for (auto& res : idle_.clear()) destroy(std::move(res), "structures.dropped");
+  for (auto& [ctx, device] : devices_) channel_->retire(std::move(device.sentinel));
+}
+
+void StructurePool::drop_device(ibv_context* ctx) {
+  const bool known = pds_.contains(ctx) || devices_.contains(ctx);
+  std::size_t dropped = 0;
+  std::vector<Recycler*> doomed;
+  for (auto& [raw, recycler] : recyclers_) {
+    if (recycler->resources().context == ctx) doomed.push_back(raw);
+  }
+  for (Recycler* raw : doomed) {
+    auto node = recyclers_.extract(raw);
+    keys_.erase(&raw->resources());
+    auto res = raw->take();
+    node.mapped().reset();  // stops watching the completion channels, retires the old id
+    destroy(std::move(res), "structures.device_removed");
+    ++dropped;
+  }
+  for (auto& res : idle_.take_if([ctx](const auto& r) { return r->context == ctx; })) {
+    destroy(std::move(res), "structures.device_removed");
+    ++dropped;
+  }
+  // Structures still in streams hold the PD; each stream drops its own on its removal event.
+  pds_.erase(ctx);
+  if (auto it = devices_.find(ctx); it != devices_.end()) {
+    channel_->retire(std::move(it->second.sentinel));
+    devices_.erase(it);  // may be inside the DEVICE_FATAL handler: the registry allows it
+  }
+  if (!known && dropped == 0) return;  // another device, or one seen already
+  stats_->add("devices.removed");
+  RMSG_LOG(info, "cm: rdma device %s removed: %zu pooled structures destroyed",
+           ibv_get_device_name(ctx->device), dropped);
+}
+
+// Binds an id of our own to the connection's local address (any port), which puts it on
+// the same device: its DEVICE_REMOVAL comes even when no connection is left there. Without
+// one, removal is still seen through the ids of live connections and recycling structures.
+verbs::CmId StructurePool::make_sentinel(rdma_cm_id* id) {
+  sockaddr_storage addr{};
+  std::memcpy(&addr, rdma_get_local_addr(id), sizeof addr);
+  if (addr.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&addr)->sin_port = 0;
+  } else if (addr.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = 0;
+  } else {
+    return {};
+  }
+  auto sentinel = channel_->create_id(this);
+  if (!sentinel) return {};
+  if (rdma_bind_addr(sentinel->get(), reinterpret_cast<sockaddr*>(&addr)) != 0 ||
+      sentinel->get()->verbs != id->verbs) {
+    RMSG_LOG(debug, "cm: no device sentinel for %s (errno %d)",
+             ibv_get_device_name(id->verbs->device), errno);
+    channel_->retire(std::move(sentinel).value());
+    return {};
+  }
+  return std::move(sentinel).value();
+}
+
+void StructurePool::watch_device(rdma_cm_id* id) {
+  ibv_context* ctx = id->verbs;
+  if (devices_.contains(ctx)) return;
+  DeviceWatch device{make_sentinel(id), {}};
+  // A registration with no QP or CQ hears only DEVICE_FATAL (and port events of port 0:
+  // none).
+  auto fatal = verbs::watch_async_events(loop_, verbs::AsyncTarget{ctx, nullptr, {}, 0},
+                                         [this, ctx](const verbs::AsyncEvent& ev) {
+                                           if (ev.type == IBV_EVENT_DEVICE_FATAL) drop_device(ctx);
+                                         });
+  if (fatal) device.fatal = std::move(fatal).value();
+  devices_.emplace(ctx, std::move(device));
 }
 
 std::shared_ptr<verbs::Pd> StructurePool::pd_for(ibv_context* ctx) {
@@ -30,16 +115,24 @@ std::shared_ptr<verbs::Pd> StructurePool::pd_for(ibv_context* ctx) {
 }
 
 Result<std::unique_ptr<rdma::ConnResources>> StructurePool::acquire(const ReuseKey& key,
-                                                                    ibv_context* ctx,
+                                                                    rdma_cm_id* id,
                                                                     const rdma::Geometry& geometry,
                                                                     bool& reused) {
-  if (auto idle = idle_.take(key)) {
+  ibv_context* ctx = id->verbs;
+  while (auto idle = idle_.take(key)) {
+    // The key names the device, not its context: one of a device made again under the
+    // same name is never taken (its structures went with the removal; this is a backstop).
+    if (idle->get()->context != ctx) {
+      destroy(std::move(*idle), "structures.device_removed");
+      continue;
+    }
     reused = true;
     stats_->add("structures.reused");
     keys_.insert_or_assign(idle->get(), key);
     return std::move(*idle);
   }
   reused = false;
+  watch_device(id);
   auto res = rdma::create_conn_resources(ctx, geometry, pd_for(ctx));
   if (!res) {
     stats_->add("structures.create_failed");

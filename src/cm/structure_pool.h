@@ -4,6 +4,14 @@
 // Recycler, then into the bounded IdlePool), and destroys what fails, what is evicted to
 // make room, and what stays idle too long.
 //
+// Device removal: the idle and recycling structures and the shared PD of a removed device
+// are destroyed at once (structures.device_removed), while librdmacm still has the device
+// open (a CmChannel removal observer), so the removal does not wait for them and nothing
+// is freed on a closed context later. The pool learns of the removal from any id of its
+// loop on that device, including a sentinel id it binds to each device it built on (idle
+// structures have no id of their own), or from the device's DEVICE_FATAL async event. A
+// device made again gets fresh structures.
+//
 // Ownership: std::shared_ptr, owned by the manager's RDMA half; streams' release hooks
 // hold it weakly (release_hook()) so a stream closed after the manager is gone destroys
 // its structure instead. Threading: loop thread only.
@@ -19,10 +27,12 @@
 #include "cm/recycler.h"
 #include "rdma/resources.h"
 #include "rmsg/connection_manager.h"
+#include "verbs/async_events.h"
 
 namespace rmsg::cm {
 
-class StructurePool : public std::enable_shared_from_this<StructurePool> {
+class StructurePool final : public std::enable_shared_from_this<StructurePool>,
+                            private CmEventHandler {
  public:
   StructurePool(EventLoop& loop, std::shared_ptr<CmChannel> channel,
                 const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
@@ -33,8 +43,9 @@ class StructurePool : public std::enable_shared_from_this<StructurePool> {
   StructurePool& operator=(StructurePool&&) = delete;
   ~StructurePool();
 
-  // An idle structure under `key` (QP in RESET; `reused` set), else a new one on `ctx`.
-  Result<std::unique_ptr<rdma::ConnResources>> acquire(const ReuseKey& key, ibv_context* ctx,
+  // An idle structure under `key` (QP in RESET; `reused` set), else a new one on the device
+  // of `id` (the connection's id, its route resolved).
+  Result<std::unique_ptr<rdma::ConnResources>> acquire(const ReuseKey& key, rdma_cm_id* id,
                                                        const rdma::Geometry& geometry,
                                                        bool& reused);
   // The release hook for streams: recycles into this pool while it exists.
@@ -46,9 +57,16 @@ class StructurePool : public std::enable_shared_from_this<StructurePool> {
   std::size_t idle() const noexcept { return idle_.size(); }
   std::size_t recycling() const noexcept { return recyclers_.size(); }
   void drop_idle();
+  // Destroys every idle and recycling structure on `ctx` and forgets its PD (the device is
+  // being removed). Called by the channel's removal observer.
+  void drop_device(ibv_context* ctx);
 
  private:
   std::shared_ptr<verbs::Pd> pd_for(ibv_context* ctx);
+  void watch_device(rdma_cm_id* id);
+  verbs::CmId make_sentinel(rdma_cm_id* id);
+  // Sentinels' events: DEVICE_REMOVAL is handled by the removal observer; nothing else comes.
+  void on_cm_event(const rdma_cm_event& /*event*/) override {}
   void on_recycled(Recycler& recycler, bool ok);
   void destroy(std::unique_ptr<rdma::ConnResources> res, const char* counter);
 
@@ -58,7 +76,15 @@ class StructurePool : public std::enable_shared_from_this<StructurePool> {
   std::shared_ptr<ManagerStats> stats_;
   std::function<void()> wake_tick_;
   std::uint16_t next_serial_ = 0;
+  std::uint64_t removal_observer_ = 0;
   std::map<ibv_context*, std::weak_ptr<verbs::Pd>> pds_;  // one PD per device context
+  // Per device context built on: an id bound to the device's address, whose DEVICE_REMOVAL
+  // tells of the removal when no connection is left on the device, and DEVICE_FATAL.
+  struct DeviceWatch {
+    verbs::CmId sentinel;  // retired through the channel (may be inside its dispatch)
+    verbs::AsyncRegistration fatal;
+  };
+  std::map<ibv_context*, DeviceWatch> devices_;
   // The key of every structure handed out or recycling, by structure.
   std::unordered_map<const rdma::ConnResources*, ReuseKey> keys_;
   // Destroyed before the idle structures (declared after): a recycler retires its id.

@@ -25,12 +25,21 @@ struct LoopWatch {
   int refs = 0;
 };
 
+// Keyed by context address, which a device made again may get again: a context is
+// forgotten with its last registration (a removed device's contexts go with theirs), so a
+// new one at the same address is set up anew.
 struct Registry {
   std::mutex mu;
   std::vector<std::shared_ptr<AsyncEntry>> entries;
   std::map<std::pair<ibv_context*, EventLoop*>, LoopWatch> watches;
   std::map<ibv_context*, bool> nonblocking;
 };
+
+// Under the mutex: forgets `ctx` when no loop watches it any more.
+void forget_if_unwatched(Registry& r, ibv_context* ctx) {
+  auto it = r.watches.lower_bound({ctx, nullptr});
+  if (it == r.watches.end() || it->first.first != ctx) r.nonblocking.erase(ctx);
+}
 
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: loops may outlive statics
@@ -137,6 +146,7 @@ Result<AsyncRegistration> watch_async_events(EventLoop& loop, const AsyncTarget&
         loop.watch(ctx->async_fd, kReadable, [&loop, ctx](std::uint32_t) { drain(loop, ctx); });
     if (!w) {
       r.watches.erase({target.context, &loop});
+      forget_if_unwatched(r, target.context);
       return w.error();
     }
     lw.watch = w.value();
@@ -156,6 +166,7 @@ void AsyncRegistration::reset() {
   if (it != r.watches.end() && --it->second.refs == 0) {
     entry_->loop->unwatch(it->second.watch);
     r.watches.erase(it);
+    forget_if_unwatched(r, entry_->target.context);
   }
   entry_.reset();
 }

@@ -3,7 +3,9 @@
 // Whichever loop reads an event acks it at once and routes it to the registrations it
 // concerns: a QP event to the QP's owner, CQ_ERR to the owner of that CQ, a port event to
 // every owner on that port, DEVICE_FATAL to every owner on the device. An owner on
-// another loop gets it through that loop's post().
+// another loop gets it through that loop's post(). A context is forgotten (its fd no longer
+// watched, its setup dropped) with its last registration, so a device made again whose
+// context lands at the same address is set up anew.
 //
 // Threading: register and destroy a registration on the loop passed in; the handler runs
 // on that loop's thread. The loop must outlive its registrations.

@@ -56,6 +56,22 @@ TEST(IdlePool, ExpiresByIdleTime) {
   EXPECT_EQ(pool.size(), 0u);
 }
 
+TEST(IdlePool, TakeIfRemovesOnlyMatchesAcrossKeysAndKeepsTheRestUsable) {
+  Pool pool(8, 10s);
+  const auto t0 = Clock::now();
+  for (int v = 1; v <= 6; ++v) pool.put(v % 2 ? "a" : "b", item(v), t0 + v * 1ms);
+  auto odd_or_four = pool.take_if([](const std::unique_ptr<int>& p) { return *p % 2 || *p == 4; });
+  ASSERT_EQ(odd_or_four.size(), 4u);
+  EXPECT_EQ(*odd_or_four[0], 1);  // oldest first
+  EXPECT_EQ(*odd_or_four[3], 5);
+  EXPECT_EQ(pool.size(), 2u);
+  EXPECT_EQ(pool.count("a"), 0u);
+  EXPECT_EQ(pool.count("b"), 2u);
+  EXPECT_EQ(**pool.take("b"), 6);
+  EXPECT_EQ(pool.clear().size(), 1u);
+  EXPECT_TRUE(pool.take_if([](const std::unique_ptr<int>&) { return true; }).empty());
+}
+
 TEST(IdlePool, ZeroCapacityKeepsNothing) {
   Pool pool(0, 10s);
   auto back = pool.put("a", item(1), Clock::now());
