@@ -48,6 +48,8 @@ struct RdmaOptions {
   // Transport retry parameters of the QP (RC): retransmissions before a send fails, RNR
   // retries (0: a receiver-not-ready is an error at once; credits make RNR impossible),
   // and the local ACK timeout exponent (4.096 us * 2^ack_timeout; 14 = ~67 ms).
+  // Soft-RoCE (rxe) retries for ever when retry_count is 7: use 6 or less there for a
+  // bounded transport timeout (docs/protocol.md, Keepalive).
   std::uint8_t retry_count = 7;
   std::uint8_t rnr_retry_count = 0;
   std::uint8_t ack_timeout = 14;
