@@ -10,7 +10,8 @@
 // Resources per stream: one PD, a send CQ and a receive CQ each with a completion channel,
 // one QP, a send ring of send_block_count x send_block_size bytes and a receive ring of
 // recv_block_count x recv_block_size bytes, both registered (pinned) memory. The default
-// geometry registers 512 KiB per stream.
+// geometry (16 x 32 KiB each way) registers 1 MiB per stream: 32 KiB messages halve the
+// per-message work of 16 KiB ones at 64 KiB writes (docs/perf.md).
 //
 // Errors beyond stream.h's: system codes from rdma-core (ENODEV: no RDMA stack or device;
 // EADDRNOTAVAIL: no RDMA device on that address), Errc::address_error / route_error /
@@ -37,9 +38,9 @@ struct RdmaOptions {
   // peer's recv_block_size) bytes. recv_block_count is the credit window the peer gets;
   // it must be at least 4 (docs/protocol.md, credits). Limits: block sizes 64 B..16 MiB,
   // counts 4..4096 (send_block_count >= 1).
-  std::uint32_t send_block_size = 16 * 1024;
+  std::uint32_t send_block_size = 32 * 1024;
   std::uint32_t send_block_count = 16;
-  std::uint32_t recv_block_size = 16 * 1024;
+  std::uint32_t recv_block_size = 32 * 1024;
   std::uint32_t recv_block_count = 16;
   // Inline data requested at QP creation; the device may grant less (rxe: 512 at most),
   // which is probed downwards. Messages up to the granted size are sent inline.

@@ -16,7 +16,7 @@ class RdmaMemlock : public RdmaTest {};
 TEST_F(RdmaMemlock, LowLimitWithoutCapIpcLockIsAClearError) {
   auto l = rdma_listen(loop(), address(), test_options(), [](Stream) {});
   ASSERT_TRUE(l.ok()) << l.error().message();
-  // 64 KiB cannot hold the default rings (512 KiB per stream).
+  // 64 KiB cannot hold the default rings (1 MiB per stream).
   Child child({"/usr/bin/setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock",
                helper_path(), "memlock", address().host(), std::to_string(l->port()), "65536"});
   ASSERT_TRUE(child.started());
