@@ -67,17 +67,21 @@ Duration retry_bound(const RdmaOptions& o) {
   return std::chrono::nanoseconds(4096ll << o.ack_timeout) * (o.retry_count + 1);
 }
 
-double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double ms(Duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
-std::byte pattern(std::uint64_t i) { return static_cast<std::byte>(i % 251); }
+std::byte pattern(std::uint64_t i) {
+  return static_cast<std::byte>(i % 251);
+}
 
 // One stream of either side and what the test saw on it.
 struct Slot {
   Stream s;
   bool patterned = false;  // busy: every byte read is checked against pattern()
-  std::uint64_t in = 0;   // bytes read
-  std::uint64_t out = 0;  // bytes written
-  bool marked = false;    // idle/ka: the mark went round
+  std::uint64_t in = 0;    // bytes read
+  std::uint64_t out = 0;   // bytes written
+  bool marked = false;     // idle/ka: the mark went round
   bool corrupt = false;
   std::optional<Clock::time_point> failed_at;
 };
@@ -108,8 +112,9 @@ std::string describe(const std::array<Slot, 3>& slots) {
   std::ostringstream out;
   for (int k = 0; k < 3; ++k) {
     const Slot& s = slots[k];
-    out << "\n" << kNames[k] << ": error '" << s.s.error().message() << "', in " << s.in
-        << " B, out " << s.out << " B;";
+    out << "\n"
+        << kNames[k] << ": error '" << s.s.error().message() << "', in " << s.in << " B, out "
+        << s.out << " B;";
     if (const CounterSet* c = rdma_stream_counters(s.s)) c->dump(out, " ");
   }
   return out.str();
@@ -213,8 +218,8 @@ void TwoHosts::serve() {
   const auto busy_error = slots_[kBusy].s.error();
   EXPECT_TRUE(busy_error == retry_exc || busy_error == make_error_code(Errc::timeout))
       << busy_error.message();
-  EXPECT_LT(*slots_[kBusy].failed_at - t0, std::max<Duration>(retry_bound(busy),
-                                                              busy.idle_timeout) + 5s);
+  EXPECT_LT(*slots_[kBusy].failed_at - t0,
+            std::max<Duration>(retry_bound(busy), busy.idle_timeout) + 5s);
   EXPECT_GE(slots_[kBusy].out, kBusyBytesFirst);
 
   for (auto& s : slots_) s.s.close();
@@ -262,8 +267,7 @@ void TwoHosts::connect_and_vanish() {
   ASSERT_TRUE(run_until([&] { return slots_[kBusy].in >= kBusyBytesFirst; }, 120s))
       << "busy stream: " << slots_[kBusy].in << " bytes";
   for (Kind k : {kIdle, kKeepalive}) ASSERT_TRUE(slots_[k].s.write(std::span(&kMark, 1)).ok());
-  ASSERT_TRUE(
-      run_until([&] { return slots_[kIdle].marked && slots_[kKeepalive].marked; }, 30s));
+  ASSERT_TRUE(run_until([&] { return slots_[kIdle].marked && slots_[kKeepalive].marked; }, 30s));
   EXPECT_FALSE(slots_[kBusy].corrupt);
   for (auto& s : slots_) EXPECT_FALSE(s.s.error()) << s.s.error().message();
 
