@@ -46,12 +46,6 @@ class RdmaFailure : public RdmaTest {
   }
 };
 
-// The ACK timeout times the retries, as the QP is set up (4.096 us * 2^ack_timeout each).
-Duration retry_bound(const RdmaOptions& o) {
-  const auto one = std::chrono::nanoseconds(4096ll << o.ack_timeout);
-  return one * (o.retry_count + 1);
-}
-
 TEST_F(RdmaFailure, PeerKilledMidStreamFailsTheSurvivorWithinTheRetryTimeout) {
   const RdmaOptions o = test_options();
   const std::uint16_t port = listen(o);

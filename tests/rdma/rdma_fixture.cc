@@ -26,6 +26,10 @@ std::uint32_t fresh_seed(const char* what) {
   return seed;
 }
 
+std::chrono::nanoseconds retry_bound(const RdmaOptions& o) {
+  return std::chrono::nanoseconds(4096ll << o.ack_timeout) * (o.retry_count + 1);
+}
+
 long long rnr_counter_sum() {
   const char* dev = std::getenv("RMSG_RDMA_DEVICE");
   const std::string base =

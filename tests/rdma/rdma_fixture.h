@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -25,6 +26,8 @@ std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed);
 std::uint32_t fresh_seed(const char* what);
 // The rxe port counters of RNR events (sum), or -1 when the counters are not readable.
 long long rnr_counter_sum();
+// How long the RC transport retries an unACKed send: retry_count + 1 ACK timeouts.
+std::chrono::nanoseconds retry_bound(const RdmaOptions& o);
 
 class RdmaTest : public ::testing::Test {
  protected:
