@@ -39,8 +39,6 @@ class Credits {
     owed_ -= n;
     return static_cast<std::uint16_t>(n);
   }
-  // Undoes take_owed when the post failed.
-  void restore_owed(std::uint16_t n) noexcept { owed_ += n; }
   void on_sent() noexcept { --credits_; }
   void on_granted(std::uint32_t n) noexcept { credits_ += n; }
   void on_reposted(std::uint32_t n = 1) noexcept { owed_ += n; }

@@ -114,7 +114,11 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   int poll_recv_cq();
   void on_send_completion(const ibv_wc& wc);
   void on_recv_completion(const ibv_wc& wc);
+  struct SendChain;
+  Result<std::size_t> write_failed(std::error_code ec, std::size_t posted);
   Result<void> post_message(wire::MsgType type, const std::byte* src, std::uint32_t len);
+  void stage_message(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len);
+  Result<void> post_chain(SendChain& chain);
   Result<void> repost(std::uint32_t block);
   void flush_control();
   void fail(std::error_code ec);

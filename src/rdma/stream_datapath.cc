@@ -2,7 +2,9 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <utility>
 
 #include "rdma/rdma_stream.h"
 #include "rmsg/log.h"
@@ -14,6 +16,15 @@ constexpr int kPollBatch = 16;
 
 }  // namespace
 
+// Send WRs staged by stage_message and posted together by post_chain.
+struct RdmaStream::SendChain {
+  static constexpr int kMax = 16;
+  std::array<ibv_send_wr, kMax> wr;
+  std::array<ibv_sge, kMax> sge;
+  int n = 0;
+  bool full() const noexcept { return n == kMax; }
+};
+
 Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
   if (closed_) return Errc::closed;
   if (data.empty()) return Errc::invalid_argument;
@@ -24,31 +35,45 @@ Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
   // S2.3/S2.4: reap only when the free blocks cannot take everything asked for.
   const std::size_t blocks_needed = (data.size() + max_message_ - 1) / max_message_;
   if (free_blocks() < blocks_needed || sq_free() < blocks_needed + 1) poll_send_cq();
-  std::size_t done = 0;
-  while (done < data.size() && !error_) {
+  if (error_) return error_;  // a bad completion just reaped
+  SendChain chain;
+  std::size_t staged = 0;  // bytes in the chain
+  std::size_t done = 0;    // bytes posted
+  while (done + staged < data.size()) {
     if (!credits_.can_send_data()) {
       ++stats_.credit_stalls;
       counters_->credit_stalls.add();
       break;
     }
     if (free_blocks() == 0 || sq_free() < 2) break;  // one SQ slot stays for control
-    const auto len =
-        static_cast<std::uint32_t>(std::min<std::size_t>(max_message_, data.size() - done));
-    std::byte* block = res_->send_block(send_head_ % geometry_.send_block_count);
-    std::memcpy(block, data.data() + done, len);  // S2.5: by block index
-    if (auto r = post_message(wire::MsgType::data, block, len); !r) {
-      fail(r.error());
-      break;
+    if (chain.full()) {
+      if (auto r = post_chain(chain); !r) return write_failed(r.error(), done);
+      done += std::exchange(staged, 0);
     }
-    done += len;
+    const std::size_t at = done + staged;
+    const auto len =
+        static_cast<std::uint32_t>(std::min<std::size_t>(max_message_, data.size() - at));
+    std::byte* block = res_->send_block(send_head_ % geometry_.send_block_count);
+    std::memcpy(block, data.data() + at, len);  // S2.5: by block index
+    stage_message(chain, wire::MsgType::data, block, len);
+    staged += len;
   }
+  if (auto r = post_chain(chain); !r) return write_failed(r.error(), done);
+  done += staged;
   if (done == 0) {
-    if (error_) return error_;
     counters_->write_would_block.add();
     return Errc::would_block;
   }
   counters_->bytes_sent.add(done);
   return done;
+}
+
+// A post failed: the stream fails; what earlier chains posted was taken.
+Result<std::size_t> RdmaStream::write_failed(std::error_code ec, std::size_t posted) {
+  fail(ec);
+  if (posted == 0) return error_;
+  counters_->bytes_sent.add(posted);
+  return posted;
 }
 
 Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
@@ -101,6 +126,15 @@ Result<void> RdmaStream::shutdown_write() {
 }
 
 Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, std::uint32_t len) {
+  SendChain chain;
+  stage_message(chain, type, src, len);
+  return post_chain(chain);
+}
+
+// Builds the next WR at the end of `chain` and accounts for it as posted: the next one's
+// signalling decision depends on the ring and SQ space this one takes.
+void RdmaStream::stage_message(SendChain& chain, wire::MsgType type, const std::byte* src,
+                               std::uint32_t len) {
   const bool data = type == wire::MsgType::data;
   const std::uint32_t blocks_after = free_blocks() - (data ? 1 : 0);
   const std::uint32_t sq_after = sq_free() - 1;
@@ -108,22 +142,20 @@ Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, 
   // Without a signalled WR at the point where space runs out, no completion would come to
   // free it, and writable readiness would never fire again.
   const bool signal = blocks_after == 0 || sq_after <= 1 || unsignalled_ + 1 >= interval;
-  const std::uint16_t returned = credits_.take_owed();
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(src), len, res_->send_mr->lkey};
-  ibv_send_wr wr{};
+  const int i = chain.n++;
+  ibv_sge& sge = chain.sge[i];
+  sge = {reinterpret_cast<std::uintptr_t>(src), len, res_->send_mr->lkey};
+  ibv_send_wr& wr = chain.wr[i];
+  wr = {};
   wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, wr_seq_);
   wr.opcode = IBV_WR_SEND_WITH_IMM;
-  wr.imm_data = htonl(wire::encode_imm(type, returned));
+  wr.imm_data = htonl(wire::encode_imm(type, credits_.take_owed()));
   wr.sg_list = len > 0 ? &sge : nullptr;
   wr.num_sge = len > 0 ? 1 : 0;
   unsigned flags = signal ? unsigned{IBV_SEND_SIGNALED} : 0u;
   if (len > 0 && len <= res_->inline_granted) flags |= IBV_SEND_INLINE;
   wr.send_flags = flags;
-  ibv_send_wr* bad = nullptr;
-  if (const int rc = ibv_post_send(res_->qp.get(), &wr, &bad); rc != 0) {
-    credits_.restore_owed(returned);
-    return errno_code(rc);
-  }
+  if (i > 0) chain.wr[i - 1].next = &wr;
   credits_.on_sent();
   ++tx_messages_;
   if (data) {
@@ -137,6 +169,17 @@ Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, 
   wr_block_end_[wr_seq_ % wr_block_end_.size()] = send_head_;
   ++wr_seq_;
   unsignalled_ = signal ? 0 : unsignalled_ + 1;
+}
+
+// One ibv_post_send for the whole chain: one doorbell (on rxe, one system call). A failure
+// leaves the accounting ahead of the QP, which no longer matters: the caller fails the stream.
+Result<void> RdmaStream::post_chain(SendChain& chain) {
+  if (chain.n == 0) return {};
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(res_->qp.get(), chain.wr.data(), &bad);
+  chain.n = 0;
+  ++stats_.send_posts;
+  if (rc != 0) return errno_code(rc);
   return {};
 }
 

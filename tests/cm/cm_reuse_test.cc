@@ -115,7 +115,7 @@ TEST_F(CmReuse, DifferentKeyBuildsANewStructure) {
   ASSERT_TRUE(wait_idle(2));
   const Census before = take_census();
   ConnectionParams other = params();
-  other.rdma.recv_block_count = 8;  // another ring geometry: another key
+  other.rdma.recv_block_count = 12;  // another ring geometry: another key
   Stream c2, s2;
   ConnectReport report;
   ASSERT_NO_FATAL_FAILURE(connect_pair(other, c2, s2, &report));
@@ -144,7 +144,7 @@ TEST_F(CmReuse, PoolEvictsTheOldestIdleStructureAndFreesIt) {
   const Census empty = take_census();
   ConnectionParams a = params();
   ConnectionParams b = params();
-  b.rdma.send_block_count = 8;
+  b.rdma.send_block_count = 12;
   Stream c, s;
   ASSERT_NO_FATAL_FAILURE(connect_pair(a, c, s));
   c.close();

@@ -36,7 +36,8 @@ TEST_F(RdmaTransfer, RandomSizesAreByteExact) {
   Stream client, server;
   ASSERT_NO_FATAL_FAILURE(connect_pair(test_options(), test_options(), client, server));
   std::mt19937 rng(fresh_seed("sizes"));
-  std::vector<std::size_t> sizes{1, 2, 255, 256, 257, 16383, 16384, 32767, 32768, 32769, 65536};
+  std::vector<std::size_t> sizes{1,     2,     255,   256,   257,    16383,
+                                 32768, 65535, 65536, 65537, 131073, 524289};
   for (int i = 0; i < 4; ++i) sizes.push_back(1 + rng() % (2u << 20));
   sizes.push_back(16u << 20);
   for (std::size_t size : sizes) {
@@ -78,6 +79,26 @@ TEST_F(RdmaTransfer, BothDirectionsAtOnceWithOddGeometry) {
   ASSERT_FALSE(wa.error || wb.error || ra.error || rb.error);
   EXPECT_TRUE(ra.got == a);
   EXPECT_TRUE(rb.got == b);
+}
+
+TEST_F(RdmaTransfer, LongWritesPostTheirMessagesAsChains) {
+  RdmaOptions o = test_options();
+  o.send_block_size = o.recv_block_size = 1024;
+  o.send_block_count = o.recv_block_count = 64;  // one write can fill more than one chain
+  Stream client, server;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(o, o, client, server));
+  const auto seed = fresh_seed("chains");
+  const auto data = random_bytes(3u << 20, seed);
+  Writer w(client, data, seed + 1, 70000, true);
+  Reader r(server, seed + 2, 50000);
+  ASSERT_TRUE(loop().run_for([&] { return r.eof || w.error || r.error; }, 120s));
+  ASSERT_FALSE(w.error || r.error);
+  EXPECT_TRUE(r.got == data);
+  auto info = rdma_stream_info(client);
+  ASSERT_TRUE(info.ok());
+  EXPECT_GE(info->data_messages_sent, data.size() / 1024);
+  // 70000-byte writes span 69 blocks: each post carries many of them.
+  EXPECT_LT(info->send_posts * 4, info->data_messages_sent) << info->send_posts << " posts";
 }
 
 int thread_count() {

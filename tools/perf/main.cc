@@ -56,6 +56,8 @@ std::optional<Setup> make_setup(const Options& o, std::string& why) {
   ro.busy_poll = o.busy_poll;
   ro.one_thread = o.one_thread;
   ro.counters = o.counters;
+  ro.block_count = o.block_count;
+  ro.block_size = o.block_size;
   Setup s;
   s.host = o.host.empty() ? ro.host : o.host;
   if (o.transport == "posix" || o.transport == "verbs") {

@@ -39,13 +39,25 @@ bool parse_list(std::string_view text, std::vector<std::uint64_t>& out) {
   return !out.empty();
 }
 
+// "16x32K": the count, then the block size (RdmaOptions checks the ranges).
+bool parse_blocks(std::string_view text, Options& o) {
+  const auto x = text.find('x');
+  if (x == std::string_view::npos) return false;
+  std::uint64_t count = 0, size = 0;
+  if (!parse_size(text.substr(0, x), count) || !parse_size(text.substr(x + 1), size)) return false;
+  if (count > UINT32_MAX || size > UINT32_MAX) return false;
+  o.block_count = static_cast<std::uint32_t>(count);
+  o.block_size = static_cast<std::uint32_t>(size);
+  return true;
+}
+
 }  // namespace
 
 void print_usage(std::FILE* out) {
   std::fputs(
       "usage: rmsg-perf [--test lat|bw|connect] [--transport tcp|rdma|auto|posix|verbs]\n"
       "                 [--size N[,N...]] [--iters N] [--repeat N] [--json] [--busy-poll]\n"
-      "                 [--one-thread] [--counters]\n"
+      "                 [--one-thread] [--counters] [--blocks COUNTxSIZE]\n"
       "                 [--baseline NAME] [--address HOST]\n"
       "                 [--server ADDR:PORT | --connect ADDR:PORT]\n"
       "\n"
@@ -63,6 +75,7 @@ void print_usage(std::FILE* out) {
       "  --json        one JSON object per result on stdout\n"
       "  --busy-poll   rmsg loops spin instead of sleeping in epoll (the baseline blocks)\n"
       "  --one-thread  rmsg server and client on one loop thread (default: one thread each)\n"
+      "  --blocks      rdma: ring geometry each way, e.g. 16x32K (default: RdmaOptions')\n"
       "  --baseline    runner measured alongside for the ratio column (default: verbs for\n"
       "                rdma, posix otherwise; none)\n"
       "  --counters    after each result, the transport's counters on stderr (rdma: the\n"
@@ -128,6 +141,9 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
       if (ec != std::errc{} || p != v.data() + v.size() || o.repeat == 0) {
         return bad("bad --repeat '" + v + "'");
       }
+    } else if (arg == "--blocks") {
+      if (!value(v)) return false;
+      if (!parse_blocks(v, o)) return bad("bad --blocks '" + v + "' (COUNTxSIZE, e.g. 16x32K)");
     } else if (arg == "--server") {
       if (!value(o.server)) return false;
     } else if (arg == "--connect") {

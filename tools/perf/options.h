@@ -21,6 +21,8 @@ struct Options {
   bool json = false;
   bool busy_poll = false;
   bool one_thread = false;
+  std::uint32_t block_count = 0;  // --blocks COUNTxSIZE (rdma ring geometry); 0: default
+  std::uint32_t block_size = 0;
   std::string server;   // --server ADDR:PORT
   std::string connect;  // --connect ADDR:PORT
   std::string host;     // --address HOST (in-process runs)

@@ -39,6 +39,8 @@ struct RunOptions {
   bool one_thread = false;         // server and client on one loop thread (stream runners)
   std::string host = "127.0.0.1";  // in-process server address
   bool counters = false;           // print the transport's counters after each measurement
+  std::uint32_t block_count = 0;   // rdma: ring blocks each way (0: RdmaOptions' default)
+  std::uint32_t block_size = 0;    // rdma: bytes per block (0: RdmaOptions' default)
 };
 
 // Prints "label: done/total" on stderr about once a second once a run passes 2 s.

@@ -19,8 +19,9 @@ constexpr auto kConnectLimit = 30s;
 class LoopServer final : public Server {
  public:
   explicit LoopServer(EventLoop& loop) : server_(loop) {}
-  Result<void> listen(const StreamTransport& t, EventLoop& loop, const SocketAddress& address) {
-    auto l = t.listen(loop, address, [this](Stream s) { server_.accept(std::move(s)); });
+  Result<void> listen(const StreamTransport& t, EventLoop& loop, const SocketAddress& address,
+                      const RunOptions& options) {
+    auto l = t.listen(loop, address, options, [this](Stream s) { server_.accept(std::move(s)); });
     if (!l) return l.error();
     listener_ = std::move(l).value();
     return {};
@@ -49,15 +50,18 @@ class ThreadServer final : public Server {
     thread_.join();
   }
 
-  Result<void> start(const StreamTransport& t, const SocketAddress& address, bool busy_poll) {
+  Result<void> start(const StreamTransport& t, const SocketAddress& address,
+                     const RunOptions& options) {
     std::promise<Result<std::uint16_t>> ready;
     auto ready_future = ready.get_future();
-    thread_ = std::thread([&, address, busy_poll] {
+    thread_ = std::thread([&, address, options] {
       auto loop = EventLoop::create();
       if (!loop) return ready.set_value(loop.error());
-      (*loop)->set_busy_poll(busy_poll);
+      (*loop)->set_busy_poll(options.busy_poll);
       LoopServer server(**loop);
-      if (auto r = server.listen(t, **loop, address); !r) return ready.set_value(r.error());
+      if (auto r = server.listen(t, **loop, address, options); !r) {
+        return ready.set_value(r.error());
+      }
       loop_ = loop->get();
       ready.set_value(server.port());  // `ready` and `t` are not touched after this
       // run(), not run_until(): no timeout on each epoll_wait (see stream_client.cc).
@@ -94,18 +98,19 @@ class StreamRunner final : public Runner {
   Result<std::unique_ptr<Server>> start_server(const SocketAddress& address) override {
     if (options_.one_thread) {
       auto s = std::make_unique<LoopServer>(*loop_);
-      RMSG_TRY(s->listen(t_, *loop_, address));
+      RMSG_TRY(s->listen(t_, *loop_, address, options_));
       return std::unique_ptr<Server>(std::move(s));
     }
     auto s = std::make_unique<ThreadServer>();
-    RMSG_TRY(s->start(t_, address, options_.busy_poll));
+    RMSG_TRY(s->start(t_, address, options_));
     return std::unique_ptr<Server>(std::move(s));
   }
 
   Result<Measurement> run(const SocketAddress& address, const Spec& spec,
                           Progress& progress) override {
     std::optional<Result<Stream>> connected;
-    t_.connect(*loop_, address, [&](Result<Stream> r) { connected.emplace(std::move(r)); });
+    t_.connect(*loop_, address, options_,
+               [&](Result<Stream> r) { connected.emplace(std::move(r)); });
     if (!loop_->run_for([&] { return connected.has_value(); }, kConnectLimit)) {
       return Errc::timeout;
     }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "perf.h"
 #include "rmsg/address.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/stream.h"
@@ -18,9 +19,11 @@ struct StreamTransport {
   // Empty when the transport can run here; otherwise why not ("no RDMA device with an
   // active port"). Null: always available.
   std::string (*unavailable_reason)();
+  // `options`: the run's (RunOptions::block_count/block_size shape RDMA rings).
   Result<Listener> (*listen)(EventLoop& loop, const SocketAddress& address,
-                             AcceptCallback on_accept);
-  void (*connect)(EventLoop& loop, const SocketAddress& address, ConnectCallback callback);
+                             const RunOptions& options, AcceptCallback on_accept);
+  void (*connect)(EventLoop& loop, const SocketAddress& address, const RunOptions& options,
+                  ConnectCallback callback);
   // The host an in-process run binds to (RDMA needs a device's address, not 127.0.0.1).
   // Null: RunOptions::host.
   std::string (*local_host)();

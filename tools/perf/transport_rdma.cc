@@ -17,12 +17,21 @@ std::string unavailable() {
   return rdma_device_available() ? std::string() : "no RDMA device with an active port";
 }
 
-Result<Listener> listen(EventLoop& loop, const SocketAddress& address, AcceptCallback cb) {
-  return rdma_listen(loop, address, RdmaOptions{}, std::move(cb));
+RdmaOptions rdma_options(const RunOptions& o) {
+  RdmaOptions r;
+  if (o.block_count != 0) r.send_block_count = r.recv_block_count = o.block_count;
+  if (o.block_size != 0) r.send_block_size = r.recv_block_size = o.block_size;
+  return r;
 }
 
-void connect(EventLoop& loop, const SocketAddress& address, ConnectCallback cb) {
-  rdma_connect(loop, address, RdmaOptions{}, std::move(cb));
+Result<Listener> listen(EventLoop& loop, const SocketAddress& address, const RunOptions& o,
+                        AcceptCallback cb) {
+  return rdma_listen(loop, address, rdma_options(o), std::move(cb));
+}
+
+void connect(EventLoop& loop, const SocketAddress& address, const RunOptions& o,
+             ConnectCallback cb) {
+  rdma_connect(loop, address, rdma_options(o), std::move(cb));
 }
 
 // True when binding `sa` with rdma_cm lands on an RDMA device (a quick, local check).

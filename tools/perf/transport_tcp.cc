@@ -5,11 +5,12 @@
 namespace rmsg::perf {
 namespace {
 
-Result<Listener> listen(EventLoop& loop, const SocketAddress& address, AcceptCallback cb) {
+Result<Listener> listen(EventLoop& loop, const SocketAddress& address, const RunOptions&,
+                        AcceptCallback cb) {
   return tcp_listen(loop, address, TcpOptions{}, std::move(cb));
 }
 
-void connect(EventLoop& loop, const SocketAddress& address, ConnectCallback cb) {
+void connect(EventLoop& loop, const SocketAddress& address, const RunOptions&, ConnectCallback cb) {
   tcp_connect(loop, address, TcpOptions{}, std::move(cb));
 }
 
