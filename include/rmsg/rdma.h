@@ -12,8 +12,8 @@
 // recv_block_count x recv_block_size bytes, both registered (pinned) memory. The default
 // geometry (8 x 64 KiB each way) registers 1 MiB per stream: a 64 KiB write is one SEND,
 // which under Soft-RoCE moved 64 KiB streaming from ~0.8x to ~0.9x of raw verbs against
-// 16 x 32 KiB, with no loss at 4 KiB (docs/perf.md). A stream of many small writes gets
-// a deeper window from more, smaller blocks (each write takes at least one block).
+// 16 x 32 KiB (docs/perf.md). Each write takes at least one block, so a stream of many
+// small writes gets a deeper window from more, smaller blocks.
 //
 // Errors beyond stream.h's: system codes from rdma-core (ENODEV: no RDMA stack or device;
 // EADDRNOTAVAIL: no RDMA device on that address), Errc::address_error / route_error /
