@@ -84,6 +84,35 @@ void deliver(const std::shared_ptr<AsyncEntry>& e, const AsyncEvent& ev) {
   handler(ev);
 }
 
+AsyncEvent to_event(const ibv_async_event& ev) {
+  AsyncEvent out{ev.event_type, 0};
+  if (ev.event_type >= IBV_EVENT_PORT_ACTIVE && ev.event_type <= IBV_EVENT_CLIENT_REREGISTER) {
+    out.port = static_cast<std::uint8_t>(ev.element.port_num);
+  }
+  return out;
+}
+
+// Posts `ev` to the owners it concerns on other loops; returns those on `loop`.
+std::vector<std::shared_ptr<AsyncEntry>> dispatch(EventLoop& loop, ibv_context* ctx,
+                                                  const ibv_async_event& ev) {
+  const AsyncEvent out = to_event(ev);
+  std::vector<std::shared_ptr<AsyncEntry>> mine;
+  auto& r = registry();
+  std::lock_guard lock(r.mu);
+  for (auto& e : r.entries) {
+    if (!concerns(*e, ctx, ev)) continue;
+    if (e->loop == &loop) {
+      mine.push_back(e);
+    } else {
+      // Posted under the lock: an owner unregisters (under it) before its loop dies.
+      e->loop->post([w = std::weak_ptr<AsyncEntry>(e), out] {
+        if (auto entry = w.lock()) deliver(entry, out);
+      });
+    }
+  }
+  return mine;
+}
+
 // On `loop`'s thread: reads every queued event of `ctx`.
 void drain(EventLoop& loop, ibv_context* ctx) {
   for (;;) {
@@ -96,28 +125,10 @@ void drain(EventLoop& loop, ibv_context* ctx) {
     }
     RMSG_LOG(info, "rdma device %s: async event %s", ibv_get_device_name(ctx->device),
              ibv_event_type_str(ev.event_type));
-    AsyncEvent out{ev.event_type, 0};
-    if (ev.event_type >= IBV_EVENT_PORT_ACTIVE && ev.event_type <= IBV_EVENT_CLIENT_REREGISTER) {
-      out.port = static_cast<std::uint8_t>(ev.element.port_num);
-    }
-    std::vector<std::shared_ptr<AsyncEntry>> mine;
-    {
-      auto& r = registry();
-      std::lock_guard lock(r.mu);
-      for (auto& e : r.entries) {
-        if (!concerns(*e, ctx, ev)) continue;
-        if (e->loop == &loop) {
-          mine.push_back(e);
-        } else {
-          // Posted under the lock: an owner unregisters (under it) before its loop dies.
-          e->loop->post([w = std::weak_ptr<AsyncEntry>(e), out] {
-            if (auto entry = w.lock()) deliver(entry, out);
-          });
-        }
-      }
-    }
+    const auto mine = dispatch(loop, ctx, ev);
+    const AsyncEvent out = to_event(ev);
     ibv_ack_async_event(&ev);  // before the handlers: one may destroy the QP it names
-    for (auto& e : mine) deliver(e, out);
+    for (const auto& e : mine) deliver(e, out);
   }
 }
 
@@ -169,6 +180,10 @@ void AsyncRegistration::reset() {
     forget_if_unwatched(r, entry_->target.context);
   }
   entry_.reset();
+}
+
+void route_async_event(EventLoop& loop, ibv_context* context, const ibv_async_event& event) {
+  for (const auto& e : dispatch(loop, context, event)) deliver(e, to_event(event));
 }
 
 }  // namespace rmsg::verbs

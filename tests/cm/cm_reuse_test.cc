@@ -1,7 +1,7 @@
 // Reuse on real verbs: an equal key takes the recycled structure (no new QP, CQ or MR:
 // the manager's counters and `rdma res show` agree), a different key builds anew, the pool
-// evicts its oldest idle structure, a failed QP is destroyed, and data on a reused
-// structure arrives byte-exact with fresh credits.
+// evicts its oldest idle structure, DEVICE_FATAL empties the pool, a failed QP is
+// destroyed, and data on a reused structure arrives byte-exact with fresh credits.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include "cm_rdma_fixture.h"
 #include "rdma/raw_peer.h"
 #include "rdma/wire.h"
+#include "verbs/async_events.h"
 
 namespace rmsg::testing {
 namespace {
@@ -168,6 +169,40 @@ TEST_F(CmReuse, PoolEvictsTheOldestIdleStructureAndFreesIt) {
   EXPECT_EQ(counter("structures.created"), 3u);
   EXPECT_EQ(counter("structures.destroyed"), 1u);
   l->close();
+}
+
+// rxe never raises DEVICE_FATAL: the event is routed by hand (verbs::route_async_event).
+TEST_F(CmReuse, DeviceFatalDropsPooledStructuresAndTheManagerBuildsAnew) {
+  ibv_context* ctx = cm_device_context();
+  ASSERT_NE(ctx, nullptr) << "no RDMA device named by RMSG_RDMA_DEVICE";
+  ConnectionManagerOptions o;
+  o.wait_timewait = false;
+  ASSERT_NO_FATAL_FAILURE(make_manager(o));
+  ASSERT_NO_FATAL_FAILURE(listen_managed(params()));
+  std::string why;
+  const Census empty = take_census(&why);
+  ASSERT_TRUE(empty.ok()) << why;
+  Stream c1, s1;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(params(), c1, s1));
+  c1.close();
+  s1.close();
+  ASSERT_TRUE(wait_idle(2));
+  ibv_async_event ev{};
+  ev.event_type = IBV_EVENT_DEVICE_FATAL;
+  verbs::route_async_event(loop(), ctx, ev);
+  EXPECT_EQ(cm().idle(), 0u);
+  EXPECT_EQ(counter("structures.device_removed"), 2u);
+  const Census after = take_census();
+  EXPECT_EQ(after.qp, empty.qp) << empty.to_string() << " -> " << after.to_string();
+  EXPECT_EQ(after.cq, empty.cq);
+  EXPECT_EQ(after.mr, empty.mr);
+  // Nothing is cached for the device any more: the next pair is built from scratch.
+  Stream c2, s2;
+  ConnectReport report;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(params(), c2, s2, &report));
+  EXPECT_FALSE(report.reused);
+  EXPECT_EQ(counter("structures.created"), 4u);
+  ASSERT_NO_FATAL_FAILURE(exchange_exact(c2, s2, 100 * 1024));
 }
 
 TEST_F(CmReuse, AFailedQpIsDestroyedNotReused) {

@@ -1,7 +1,7 @@
 // Failures the stream must survive cleanly: a peer process killed mid-stream, a peer that
 // stops without a word (keepalive + idle timeout), the device's port going down (an
-// asynchronous device event), the device removed under a listener and its streams, and a
-// loop destroyed with a connect still in flight.
+// asynchronous device event), DEVICE_FATAL (routed by hand), the device removed under a
+// listener and its streams, and a loop destroyed with a connect still in flight.
 #include <infiniband/verbs.h>
 #include <signal.h>
 
@@ -12,6 +12,7 @@
 
 #include "process_util.h"
 #include "rdma_fixture.h"
+#include "verbs/async_events.h"
 #include "verbs_census.h"
 
 namespace rmsg::testing {
@@ -80,6 +81,45 @@ TEST_F(RdmaFailure, PeerKilledMidStreamFailsTheSurvivorWithinTheRetryTimeout) {
   // The failed stream releases every verbs object once closed.
   s.close();
   for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(back_to(kinds[i], base[i]))
+        << kinds[i] << ": " << verbs_objects(kinds[i]) << " held, baseline " << base[i];
+  }
+}
+
+// rxe never raises DEVICE_FATAL, so the event is handed to the same routing as one read
+// from the device's async fd (verbs::route_async_event); everything after it is real.
+TEST_F(RdmaFailure, DeviceFatalFailsEveryStreamOnTheDeviceAndReleasesThem) {
+  ibv_context* ctx = cm_device_context();
+  ASSERT_NE(ctx, nullptr) << "no RDMA device named by RMSG_RDMA_DEVICE";
+  std::string why;
+  const char* kinds[3] = {"qp", "cq", "mr"};
+  int base[3];
+  for (int i = 0; i < 3; ++i) {
+    base[i] = verbs_objects(kinds[i], &why);
+    ASSERT_GE(base[i], 0) << why;
+  }
+  Stream client, server;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(test_options(), test_options(), client, server));
+  const auto data = random_bytes(4u << 20, 11);
+  Writer w(client, data, 12, 65536, false);
+  Reader r(server, 13, 65536);
+  ASSERT_TRUE(loop().run_for([&] { return r.got.size() >= (1u << 20) || r.error; }, 60s));
+  ASSERT_FALSE(r.error) << r.error.message();
+  ibv_async_event ev{};
+  ev.event_type = IBV_EVENT_DEVICE_FATAL;
+  ev.element.port_num = 0;
+  verbs::route_async_event(loop(), ctx, ev);
+  ASSERT_TRUE(loop().run_for([&] { return client.error() && server.error(); }, 10s))
+      << "a stream outlived its device";
+  const auto want = make_async_event_error(IBV_EVENT_DEVICE_FATAL);
+  EXPECT_EQ(client.error(), want) << client.error().message();
+  EXPECT_EQ(server.error(), want) << server.error().message();
+  EXPECT_TRUE(w.error || !w.done);
+  std::array<std::byte, 8> buf{};
+  EXPECT_EQ(client.write(buf).error(), want);
+  client.close();
+  server.close();
+  for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(back_to(kinds[i], base[i]))
         << kinds[i] << ": " << verbs_objects(kinds[i]) << " held, baseline " << base[i];
   }

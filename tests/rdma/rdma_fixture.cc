@@ -1,5 +1,7 @@
 #include "rdma_fixture.h"
 
+#include <rdma/rdma_cma.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -28,6 +30,20 @@ std::uint32_t fresh_seed(const char* what) {
 
 std::chrono::nanoseconds retry_bound(const RdmaOptions& o) {
   return std::chrono::nanoseconds(4096ll << o.ack_timeout) * (o.retry_count + 1);
+}
+
+ibv_context* cm_device_context() {
+  const char* want = std::getenv("RMSG_RDMA_DEVICE");
+  int n = 0;
+  ibv_context** list = rdma_get_devices(&n);
+  ibv_context* found = nullptr;
+  for (int i = 0; list != nullptr && i < n; ++i) {
+    if (want != nullptr && std::string(ibv_get_device_name(list[i]->device)) == want) {
+      found = list[i];
+    }
+  }
+  if (list != nullptr) rdma_free_devices(list);
+  return found;
 }
 
 long long rnr_counter_sum() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <infiniband/verbs.h>
 
 #include <chrono>
 #include <cstdint>
@@ -28,6 +29,9 @@ std::uint32_t fresh_seed(const char* what);
 long long rnr_counter_sum();
 // How long the RC transport retries an unACKed send: retry_count + 1 ACK timeouts.
 std::chrono::nanoseconds retry_bound(const RdmaOptions& o);
+// The context rdma_cm opened for the device RMSG_RDMA_DEVICE names (the one its ids, and
+// so every stream, use); null when there is none. rdma_cm keeps it open for the process.
+ibv_context* cm_device_context();
 
 class RdmaTest : public ::testing::Test {
  protected:
