@@ -100,7 +100,8 @@ struct RdmaStreamInfo {
 Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
 
 // Counters (rmsg/counters.h) of one RDMA stream: bytes_sent/_received, messages_sent/
-// _received (data), control_messages_sent, keepalives_sent/_received, credit_stalls,
+// _received (data), control_messages_sent, keepalives_sent/_received, probes_sent
+// (window probes of a writer stalled on credits), credit_stalls,
 // write_would_block, read_would_block, idle_timeouts, wc_flushed, rnr_retry_exceeded,
 // wc_error.<status>, async_event.<type>. Null when `stream` is not an RDMA stream or has
 // no device yet; valid while the stream lives.

@@ -115,6 +115,12 @@ Result<void> CmConnection::modify_qp(ibv_qp_state state) {
   int mask = 0;
   attr.qp_state = state;
   if (rdma_init_qp_attr(id_.get(), &attr, &mask) != 0) return errno_code(errno);
+  if (state == IBV_QPS_INIT) {
+    // The peer's window probe is a zero-length RDMA WRITE (docs/protocol.md, Keepalive).
+    // The CM already grants it; no MR allows remote access, so nothing becomes writable.
+    attr.qp_access_flags |= IBV_ACCESS_REMOTE_WRITE;
+    mask |= IBV_QP_ACCESS_FLAGS;
+  }
   if (state == IBV_QPS_RTR && service_level_) attr.ah_attr.sl = *service_level_;
   if (state == IBV_QPS_RTS) {
     attr.timeout = tuning_.ack_timeout;

@@ -103,6 +103,7 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   void start_liveness();
   void stop_liveness();
   void on_liveness_tick();
+  Result<void> post_probe();
   bool peer_can_send() const;
   void on_async_event(const verbs::AsyncEvent& event);
   void drop_device_resources();
@@ -184,6 +185,7 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   std::uint64_t rx_messages_ = 0;
   std::uint64_t rx_seen_ = 0;
   std::uint32_t idle_ticks_ = 0;
+  std::uint64_t probe_end_ = 0;  // wr_seq_ after the last window probe
   bool peer_keepalive_ = false;  // the peer sends keepalives: its silence means something
   std::uint64_t destroy_hook_ = 0;
   verbs::AsyncRegistration async_;  // reset before res_ is released: it names QP and CQs

@@ -50,6 +50,7 @@ class StreamCounters {
   Pair control_sent = pair("control_messages_sent");  // credit, FIN, keepalive
   Pair keepalives_sent = pair("keepalives_sent");
   Pair keepalives_received = pair("keepalives_received");
+  Pair probes_sent = pair("probes_sent");      // zero-length RDMA WRITEs of a stalled writer
   Pair credit_stalls = pair("credit_stalls");  // writes that stopped for lack of credits
   Pair write_would_block = pair("write_would_block");
   Pair read_would_block = pair("read_would_block");

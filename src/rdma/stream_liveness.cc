@@ -94,6 +94,24 @@ void RdmaStream::stop_liveness() {
   if (liveness_timer_ != 0) loop_.cancel_timer(std::exchange(liveness_timer_, 0));
 }
 
+// A writer stalled on credits cannot send a keepalive. A zero-length RDMA WRITE needs no
+// credit: the peer's transport ACKs it without a receive or a completion, and when the
+// peer is gone it fails after the retries like any send (docs/protocol.md, Keepalive).
+Result<void> RdmaStream::post_probe() {
+  ibv_send_wr wr{};
+  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, wr_seq_);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;  // its completion tells that it is no longer in flight
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(res_->qp.get(), &wr, &bad); rc != 0) return errno_code(rc);
+  ++stats_.send_posts;
+  if (counters_) counters_->probes_sent.add();
+  wr_block_end_[wr_seq_ % wr_block_end_.size()] = send_head_;
+  probe_end_ = ++wr_seq_;
+  unsignalled_ = 0;
+  return {};
+}
+
 // What the peer may send us at most: receives posted here and already announced to it.
 bool RdmaStream::peer_can_send() const {
   const std::uint64_t held = ready_.size() + credits_.owed();
@@ -103,10 +121,13 @@ bool RdmaStream::peer_can_send() const {
 void RdmaStream::on_liveness_tick() {
   if (error_ || closed_ || qp_error_ || !established_ || !res_) return stop_liveness();
   const bool idle_tx = tx_messages_ == tx_seen_;
-  if (idle_tx && options_.keepalive_interval.count() > 0 && credits_.can_send_data() &&
-      sq_free() >= 2) {
-    if (auto r = post_message(wire::MsgType::keepalive, nullptr, 0); !r) return fail(r.error());
-    if (counters_) counters_->keepalives_sent.add();
+  if (idle_tx && options_.keepalive_interval.count() > 0 && sq_free() >= 2) {
+    if (credits_.can_send_data()) {
+      if (auto r = post_message(wire::MsgType::keepalive, nullptr, 0); !r) return fail(r.error());
+      if (counters_) counters_->keepalives_sent.add();
+    } else if (wr_done_ >= probe_end_) {  // stalled on credits, no probe in flight
+      if (auto r = post_probe(); !r) return fail(r.error());
+    }
   }
   tx_seen_ = tx_messages_;
   if (options_.idle_timeout.count() <= 0) return;

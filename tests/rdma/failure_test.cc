@@ -177,6 +177,10 @@ TEST_F(RdmaFailure, IdleStreamsWithKeepalivesStayUp) {
   EXPECT_FALSE(w.done) << "the writer was never pushed back";
   EXPECT_FALSE(client.error()) << client.error().message();
   EXPECT_FALSE(server.error()) << server.error().message();
+  // Stalled on credits, the writer probes the peer with zero-length RDMA WRITEs instead
+  // (one in flight at a time); they cost the peer nothing it could see.
+  EXPECT_GE(cc->value("probes_sent"), 10u);
+  EXPECT_EQ(rdma_stream_counters(server)->value("probes_sent"), 0u);
   Reader r(server, 9, 65536);
   ASSERT_TRUE(loop().run_for([&] { return r.got.size() == data.size() || r.error; }, 60s));
   EXPECT_TRUE(r.got == data);
