@@ -57,6 +57,9 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
 
   RdmaStreamInfo info() const;
   const CounterSet* counters() const { return counters_ ? &counters_->set() : nullptr; }
+  // The QP while the stream holds its resources, else null: for tests that route an
+  // asynchronous event to it by hand (verbs::route_async_event).
+  ibv_qp* qp() const noexcept { return res_ ? res_->qp.get() : nullptr; }
 
   Result<std::size_t> write(std::span<const std::byte> data) override;
   Result<std::size_t> read(std::span<std::byte> buf) override;

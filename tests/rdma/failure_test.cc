@@ -1,7 +1,7 @@
 // Failures the stream must survive cleanly: a peer process killed mid-stream, a peer that
 // stops without a word (keepalive + idle timeout), the device's port going down (an
-// asynchronous device event), DEVICE_FATAL (routed by hand), the device removed under a
-// listener and its streams, and a loop destroyed with a connect still in flight.
+// asynchronous device event), QP_FATAL and DEVICE_FATAL (routed by hand), the device
+// removed under a listener and its streams, and a loop destroyed with a connect still in flight.
 #include <infiniband/verbs.h>
 #include <signal.h>
 
@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "process_util.h"
+#include "rdma/rdma_stream.h"
 #include "rdma_fixture.h"
 #include "verbs/async_events.h"
 #include "verbs_census.h"
@@ -123,6 +124,32 @@ TEST_F(RdmaFailure, DeviceFatalFailsEveryStreamOnTheDeviceAndReleasesThem) {
     EXPECT_TRUE(back_to(kinds[i], base[i]))
         << kinds[i] << ": " << verbs_objects(kinds[i]) << " held, baseline " << base[i];
   }
+}
+
+// QP_FATAL names one QP: only that stream fails (and its peer, which it disconnects);
+// another pair on the same device and loop carries on byte-exact.
+TEST_F(RdmaFailure, QpFatalFailsOnlyTheStreamOfThatQp) {
+  ibv_context* ctx = cm_device_context();
+  ASSERT_NE(ctx, nullptr) << "no RDMA device named by RMSG_RDMA_DEVICE";
+  Stream c1, s1, c2, s2;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(test_options(), test_options(), c1, s1));
+  ASSERT_NO_FATAL_FAILURE(connect_pair(test_options(), test_options(), c2, s2));
+  const auto* impl = dynamic_cast<const rdma::RdmaStream*>(c1.impl());
+  ASSERT_NE(impl, nullptr);
+  ASSERT_NE(impl->qp(), nullptr);
+  ibv_async_event ev{};
+  ev.event_type = IBV_EVENT_QP_FATAL;
+  ev.element.qp = impl->qp();
+  verbs::route_async_event(loop(), ctx, ev);
+  ASSERT_TRUE(loop().run_for([&] { return c1.error() && s1.error(); }, 10s));
+  EXPECT_EQ(c1.error(), make_async_event_error(IBV_EVENT_QP_FATAL)) << c1.error().message();
+  EXPECT_EQ(s1.error(), make_error_code(Errc::connection_reset)) << s1.error().message();
+  const auto data = random_bytes(2u << 20, 21);
+  Writer w(c2, data, 22, 65536, true);
+  Reader r(s2, 23, 65536);
+  ASSERT_TRUE(loop().run_for([&] { return r.eof || r.error || w.error; }, 60s));
+  EXPECT_FALSE(c2.error() || s2.error() || r.error || w.error);
+  EXPECT_TRUE(r.got == data);
 }
 
 TEST_F(RdmaFailure, StoppedPeerIsDetectedByTheIdleTimeout) {
