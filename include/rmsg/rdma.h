@@ -63,8 +63,9 @@ struct RdmaOptions {
   std::chrono::milliseconds connect_timeout{5000};
 
   // Liveness (docs/protocol.md, Keepalive). A stream that has posted no message for
-  // keepalive_interval sends a KEEPALIVE; a peer gone without a word then shows up as a
-  // failed send (retries exhausted) on a link that is down. Once the peer has sent a
+  // keepalive_interval sends a KEEPALIVE (or, stalled on credits, a zero-length RDMA WRITE
+  // as a window probe); a peer gone without a word then shows up as a failed send
+  // (retries exhausted) on a link that is down. Once the peer has sent a
   // KEEPALIVE, a stream that receives nothing for idle_timeout while the peer holds the
   // credits to send fails with Errc::timeout (a peer process that stopped). Zero turns
   // either off; idle_timeout must exceed the peer's keepalive_interval.
