@@ -106,7 +106,6 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   void start_liveness();
   void stop_liveness();
   void on_liveness_tick();
-  Result<void> post_probe();
   bool peer_can_send() const;
   void on_async_event(const verbs::AsyncEvent& event);
   void drop_device_resources();
@@ -123,6 +122,8 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   Result<void> post_message(wire::MsgType type, const std::byte* src, std::uint32_t len);
   void stage_message(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len);
   Result<void> post_chain(SendChain& chain);
+  Result<void> post_probe();
+  void note_posted(bool signalled);
   Result<void> repost(std::uint32_t block);
   void flush_control();
   void fail(std::error_code ec);

@@ -166,9 +166,30 @@ void RdmaStream::stage_message(SendChain& chain, wire::MsgType type, const std::
     if (type == wire::MsgType::credit) ++stats_.credit_messages_sent;
     counters_->control_sent.add();
   }
+  note_posted(signal);  // after send_head_ moved past this message's block
+}
+
+// A writer stalled on credits cannot send a keepalive. A zero-length RDMA WRITE needs no
+// credit: the peer's transport ACKs it without a receive or a completion, and when the
+// peer is gone it fails after the retries like any send (docs/protocol.md, Keepalive).
+Result<void> RdmaStream::post_probe() {
+  SendChain chain;
+  ibv_send_wr& wr = chain.wr[chain.n++];
+  wr = {};
+  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, wr_seq_);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;  // its completion tells that it is no longer in flight
+  note_posted(true);
+  probe_end_ = wr_seq_;
+  counters_->probes_sent.add();
+  return post_chain(chain);
+}
+
+// Send-queue accounting of the WR numbered wr_seq_ (it holds the blocks up to send_head_).
+void RdmaStream::note_posted(bool signalled) {
   wr_block_end_[wr_seq_ % wr_block_end_.size()] = send_head_;
   ++wr_seq_;
-  unsignalled_ = signal ? 0 : unsignalled_ + 1;
+  unsignalled_ = signalled ? 0 : unsignalled_ + 1;
 }
 
 // One ibv_post_send for the whole chain: one doorbell (on rxe, one system call). A failure

@@ -94,24 +94,6 @@ void RdmaStream::stop_liveness() {
   if (liveness_timer_ != 0) loop_.cancel_timer(std::exchange(liveness_timer_, 0));
 }
 
-// A writer stalled on credits cannot send a keepalive. A zero-length RDMA WRITE needs no
-// credit: the peer's transport ACKs it without a receive or a completion, and when the
-// peer is gone it fails after the retries like any send (docs/protocol.md, Keepalive).
-Result<void> RdmaStream::post_probe() {
-  ibv_send_wr wr{};
-  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, wr_seq_);
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;  // its completion tells that it is no longer in flight
-  ibv_send_wr* bad = nullptr;
-  if (const int rc = ibv_post_send(res_->qp.get(), &wr, &bad); rc != 0) return errno_code(rc);
-  ++stats_.send_posts;
-  if (counters_) counters_->probes_sent.add();
-  wr_block_end_[wr_seq_ % wr_block_end_.size()] = send_head_;
-  probe_end_ = ++wr_seq_;
-  unsignalled_ = 0;
-  return {};
-}
-
 // What the peer may send us at most: receives posted here and already announced to it.
 bool RdmaStream::peer_can_send() const {
   const std::uint64_t held = ready_.size() + credits_.owed();

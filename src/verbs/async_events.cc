@@ -92,10 +92,11 @@ AsyncEvent to_event(const ibv_async_event& ev) {
   return out;
 }
 
-// Posts `ev` to the owners it concerns on other loops; returns those on `loop`.
+// Posts `out` (made from `ev`) to the owners it concerns on other loops; returns those on
+// `loop`.
 std::vector<std::shared_ptr<AsyncEntry>> dispatch(EventLoop& loop, ibv_context* ctx,
-                                                  const ibv_async_event& ev) {
-  const AsyncEvent out = to_event(ev);
+                                                  const ibv_async_event& ev,
+                                                  const AsyncEvent& out) {
   std::vector<std::shared_ptr<AsyncEntry>> mine;
   auto& r = registry();
   std::lock_guard lock(r.mu);
@@ -125,8 +126,8 @@ void drain(EventLoop& loop, ibv_context* ctx) {
     }
     RMSG_LOG(info, "rdma device %s: async event %s", ibv_get_device_name(ctx->device),
              ibv_event_type_str(ev.event_type));
-    const auto mine = dispatch(loop, ctx, ev);
     const AsyncEvent out = to_event(ev);
+    const auto mine = dispatch(loop, ctx, ev, out);
     ibv_ack_async_event(&ev);  // before the handlers: one may destroy the QP it names
     for (const auto& e : mine) deliver(e, out);
   }
@@ -183,7 +184,8 @@ void AsyncRegistration::reset() {
 }
 
 void route_async_event(EventLoop& loop, ibv_context* context, const ibv_async_event& event) {
-  for (const auto& e : dispatch(loop, context, event)) deliver(e, to_event(event));
+  const AsyncEvent out = to_event(event);
+  for (const auto& e : dispatch(loop, context, event, out)) deliver(e, out);
 }
 
 }  // namespace rmsg::verbs

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "process_util.h"
 #include "rdma/rdma_stream.h"
@@ -39,12 +40,16 @@ class RdmaFailure : public RdmaTest {
     accepted_.pop_back();
     return s;
   }
-  // Runs the loop until `kind` objects of this process are back to `count` (10 s).
-  bool back_to(const char* kind, int count) {
-    const TimerId tick = loop().add_periodic(20ms, [] {});  // re-evaluates the predicate
-    const bool ok = loop().run_for([&] { return verbs_objects(kind) == count; }, 10s);
+  // Runs the loop until `done` holds (10 s), re-evaluating it every 20 ms.
+  bool ticking_until(const std::function<bool()>& done) {
+    const TimerId tick = loop().add_periodic(20ms, [] {});
+    const bool ok = loop().run_for(done, 10s);
     loop().cancel_timer(tick);
     return ok;
+  }
+  // Runs the loop until `kind` objects of this process are back to `count` (10 s).
+  bool back_to(const char* kind, int count) {
+    return ticking_until([&] { return verbs_objects(kind) == count; });
   }
 };
 
@@ -93,12 +98,8 @@ TEST_F(RdmaFailure, DeviceFatalFailsEveryStreamOnTheDeviceAndReleasesThem) {
   ibv_context* ctx = cm_device_context();
   ASSERT_NE(ctx, nullptr) << "no RDMA device named by RMSG_RDMA_DEVICE";
   std::string why;
-  const char* kinds[3] = {"qp", "cq", "mr"};
-  int base[3];
-  for (int i = 0; i < 3; ++i) {
-    base[i] = verbs_objects(kinds[i], &why);
-    ASSERT_GE(base[i], 0) << why;
-  }
+  const Census base = take_census(&why);
+  ASSERT_TRUE(base.ok()) << why;
   Stream client, server;
   ASSERT_NO_FATAL_FAILURE(connect_pair(test_options(), test_options(), client, server));
   const auto data = random_bytes(4u << 20, 11);
@@ -120,10 +121,12 @@ TEST_F(RdmaFailure, DeviceFatalFailsEveryStreamOnTheDeviceAndReleasesThem) {
   EXPECT_EQ(client.write(buf).error(), want);
   client.close();
   server.close();
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_TRUE(back_to(kinds[i], base[i]))
-        << kinds[i] << ": " << verbs_objects(kinds[i]) << " held, baseline " << base[i];
-  }
+  Census now;
+  EXPECT_TRUE(ticking_until([&] {
+    now = take_census();
+    return now == base;
+  })) << "held "
+      << now.to_string() << ", baseline " << base.to_string();
 }
 
 // QP_FATAL names one QP: only that stream fails (and its peer, which it disconnects);

@@ -51,11 +51,7 @@ RdmaOptions options_for(Kind k) {
       o.idle_timeout = 1500ms;
       o.ack_timeout = 18;  // ~1.07 s per try, ~7.5 s for all
       break;
-    case kKeepalive:
-      o.keepalive_interval = 200ms;
-      o.idle_timeout = 0ms;
-      break;
-    default:  // no idle timeout: only the transport's retries can see the peer go
+    default:  // ka, busy: no idle timeout, only the transport's retries see the peer go
       o.keepalive_interval = 200ms;
       o.idle_timeout = 0ms;
       break;
