@@ -114,6 +114,16 @@ class EventLoop {
   std::uint64_t add_destroy_hook(Task task);
   void remove_destroy_hook(std::uint64_t id);
 
+  // Per-loop services: an object of which a layer keeps one per loop (the rdma_cm event
+  // channel; later completion channels), found by `key`, the address of a static object
+  // that names the service. service() returns the registered one or null; set_service()
+  // registers, replaces (null: removes) it. The loop owns its services and destroys them
+  // in ~EventLoop after the destroy hooks, newest first, while every method still works.
+  // Loop-thread-only like the rest: objects made for a loop before it first runs may be
+  // made on any thread, one thread at a time, and find the same services.
+  std::shared_ptr<void> service(const void* key) const;
+  void set_service(const void* key, std::shared_ptr<void> service);
+
   // Thread-safe: the epoll fd, readable when there is work (for embedding).
   int fd() const noexcept;
 

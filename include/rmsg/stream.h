@@ -37,6 +37,9 @@
 namespace rmsg {
 
 class EventLoop;
+namespace detail {
+struct StreamAccess;  // src/stream/stream_access.h: the transports' way to their impl
+}  // namespace detail
 
 // The interface each transport implements. Applications use Stream, not this.
 class StreamImpl {
@@ -81,26 +84,44 @@ class Stream {
   bool valid() const noexcept { return impl_ != nullptr; }
   explicit operator bool() const noexcept { return valid(); }
 
+  // On an empty handle (default-constructed or moved from), write(), read() and
+  // shutdown_write() return Errc::closed, the callback setters and close() do nothing,
+  // error() is Errc::closed, transport() "none" and the addresses empty. loop() needs a
+  // valid handle.
+
   // Copies up to data.size() bytes into the transport. Returns the count accepted (>= 1;
   // possibly fewer than asked) or an error; would_block when nothing fits now.
-  Result<std::size_t> write(std::span<const std::byte> data) { return impl_->write(data); }
+  Result<std::size_t> write(std::span<const std::byte> data) {
+    if (!impl_) return make_error_code(Errc::closed);
+    return impl_->write(data);
+  }
   Result<std::size_t> write(const void* data, std::size_t len) {
     return write({static_cast<const std::byte*>(data), len});
   }
   // Copies out up to buf.size() bytes. Returns the count (>= 1), 0 at end of stream
   // (the peer's orderly shutdown, after every byte it sent), or an error; would_block
   // when nothing is there yet.
-  Result<std::size_t> read(std::span<std::byte> buf) { return impl_->read(buf); }
+  Result<std::size_t> read(std::span<std::byte> buf) {
+    if (!impl_) return make_error_code(Errc::closed);
+    return impl_->read(buf);
+  }
   Result<std::size_t> read(void* buf, std::size_t len) {
     return read({static_cast<std::byte*>(buf), len});
   }
 
-  void on_readable(Task callback) { impl_->on_readable(std::move(callback)); }
-  void on_writable(Task callback) { impl_->on_writable(std::move(callback)); }
+  void on_readable(Task callback) {
+    if (impl_) impl_->on_readable(std::move(callback));
+  }
+  void on_writable(Task callback) {
+    if (impl_) impl_->on_writable(std::move(callback));
+  }
 
   // Orderly close of our sending side: every byte already accepted is delivered, then
   // the peer reads EOF. Reading stays possible.
-  Result<void> shutdown_write() { return impl_->shutdown_write(); }
+  Result<void> shutdown_write() {
+    if (!impl_) return make_error_code(Errc::closed);
+    return impl_->shutdown_write();
+  }
   // Abortive close: unsent bytes are dropped, the peer sees connection_reset. The
   // resources are released (or recycled, under a connection manager).
   void close() {
@@ -108,13 +129,10 @@ class Stream {
   }
 
   std::error_code error() const { return impl_ ? impl_->error() : make_error_code(Errc::closed); }
-  const char* transport() const { return impl_->transport(); }
-  std::string local_address() const { return impl_->local_address(); }
-  std::string peer_address() const { return impl_->peer_address(); }
+  const char* transport() const { return impl_ ? impl_->transport() : "none"; }
+  std::string local_address() const { return impl_ ? impl_->local_address() : std::string(); }
+  std::string peer_address() const { return impl_ ? impl_->peer_address() : std::string(); }
   EventLoop& loop() const { return impl_->loop(); }
-
-  // For transports' own tests and tools: the implementation behind the handle.
-  StreamImpl* impl() const noexcept { return impl_.get(); }
 
  private:
   void reset() {
@@ -123,6 +141,7 @@ class Stream {
       impl_.reset();
     }
   }
+  friend struct detail::StreamAccess;
   std::unique_ptr<StreamImpl> impl_;
 };
 

@@ -3,16 +3,16 @@
 // the structure pool behind both.
 #include <map>
 
-#include "cm/cm_connection.h"
 #include "cm/manager_impl.h"
 #include "cm/structure_pool.h"
 #include "rdma/rdma_connect.h"
+#include "rdmacm/cm_connection.h"
 #include "rmsg/log.h"
 
 namespace rmsg::cm {
 namespace {
 
-using Step = CmConnection::Step;
+using Step = rdmacm::CmConnection::Step;
 constexpr auto kNever = Clock::time_point::max();
 
 // One connect until its result is delivered.
@@ -22,17 +22,17 @@ struct PendingConnect {
   ConnectionManager::ReportCallback done;
   ConnectReport report;
   Clock::time_point start, route_at, resources_at;
-  CmConnection* conn = nullptr;  // while the connection exists
+  rdmacm::CmConnection* conn = nullptr;  // while the connection exists
   Step step = Step::resolving;
   Clock::time_point deadline = kNever;
   std::error_code deadline_error;
   bool cancelled = false;
 
-  void on_step(CmConnection& c, Step s);
+  void on_step(rdmacm::CmConnection& c, Step s);
   std::error_code step_timeout() const;
 };
 
-void PendingConnect::on_step(CmConnection& c, Step s) {
+void PendingConnect::on_step(rdmacm::CmConnection& c, Step s) {
   const auto now = Clock::now();
   const RdmaOptions& o = params.rdma;
   if (s == Step::gone) {
@@ -91,7 +91,7 @@ using PendingTable = std::map<std::uint64_t, std::shared_ptr<PendingConnect>>;
 
 class RdmaSideImpl final : public RdmaSide {
  public:
-  RdmaSideImpl(EventLoop& loop, std::shared_ptr<CmChannel> channel,
+  RdmaSideImpl(EventLoop& loop, std::shared_ptr<rdmacm::CmChannel> channel,
                const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
                std::function<void()> wake_tick)
       : loop_(loop),
@@ -159,7 +159,7 @@ rdma::ResourceHooks RdmaSideImpl::connect_hooks(const std::shared_ptr<PendingCon
     return acquire_for(*self, pc->params, id, g, false, pc->report.reused);
   };
   hooks.release = pool_->release_hook();
-  hooks.on_step = [weak = std::weak_ptr(p)](CmConnection& c, Step s) {
+  hooks.on_step = [weak = std::weak_ptr(p)](rdmacm::CmConnection& c, Step s) {
     if (auto pc = weak.lock()) pc->on_step(c, s);
   };
   return hooks;
@@ -220,7 +220,7 @@ Result<std::unique_ptr<RdmaSide>> make_rdma_side(EventLoop& loop,
                                                  const ConnectionManagerOptions& options,
                                                  std::shared_ptr<ManagerStats> stats,
                                                  std::function<void()> wake_tick) {
-  auto channel = CmChannel::for_loop(loop);
+  auto channel = rdmacm::CmChannel::for_loop(loop);
   if (!channel) return channel.error();
   return std::unique_ptr<RdmaSide>(new RdmaSideImpl(loop, std::move(channel).value(), options,
                                                     std::move(stats), std::move(wake_tick)));

@@ -9,7 +9,7 @@
 
 namespace rmsg::cm {
 
-StructurePool::StructurePool(EventLoop& loop, std::shared_ptr<CmChannel> channel,
+StructurePool::StructurePool(EventLoop& loop, std::shared_ptr<rdmacm::CmChannel> channel,
                              const ConnectionManagerOptions& options,
                              std::shared_ptr<ManagerStats> stats, std::function<void()> wake_tick)
     : loop_(loop),
@@ -38,11 +38,11 @@ StructurePool::~StructurePool() {
 void StructurePool::drop_device(ibv_context* ctx) {
   const bool known = pds_.contains(ctx) || devices_.contains(ctx);
   std::size_t dropped = 0;
-  std::vector<Recycler*> doomed;
+  std::vector<rdma::Recycler*> doomed;
   for (auto& [raw, recycler] : recyclers_) {
     if (recycler->resources().context == ctx) doomed.push_back(raw);
   }
-  for (Recycler* raw : doomed) {
+  for (rdma::Recycler* raw : doomed) {
     auto node = recyclers_.extract(raw);
     keys_.erase(&raw->resources());
     auto res = raw->take();
@@ -165,10 +165,10 @@ void StructurePool::release(rdma::ReleasedStructure r) {
                    r.reusable ? "structures.not_kept" : "structures.not_reusable");
   }
   const auto deadline = Clock::now() + options_.recycle_timeout;
-  auto recycler = std::make_unique<Recycler>(
+  auto recycler = std::make_unique<rdma::Recycler>(
       loop_, channel_, std::move(r), options_.wait_timewait, options_.timewait_limit, deadline,
-      [this](Recycler& done, bool ok) { on_recycled(done, ok); });
-  Recycler* raw = recycler.get();
+      [this](rdma::Recycler& done, bool ok) { on_recycled(done, ok); });
+  rdma::Recycler* raw = recycler.get();
   if (auto started = raw->start(); !started) {
     RMSG_LOG(warn, "cm: recycling failed to start: %s", started.error().message().c_str());
     keys_.erase(&raw->resources());
@@ -178,7 +178,7 @@ void StructurePool::release(rdma::ReleasedStructure r) {
   wake_tick_();
 }
 
-void StructurePool::on_recycled(Recycler& recycler, bool ok) {
+void StructurePool::on_recycled(rdma::Recycler& recycler, bool ok) {
   auto node = recyclers_.extract(&recycler);  // destroyed on return (retires the old id)
   auto res = recycler.take();
   stats_->add("structures.flushed", recycler.stats().flushed);
@@ -194,9 +194,9 @@ void StructurePool::on_recycled(Recycler& recycler, bool ok) {
 }
 
 bool StructurePool::tick(Clock::time_point now) {
-  std::vector<Recycler*> all;
+  std::vector<rdma::Recycler*> all;
   for (auto& [raw, recycler] : recyclers_) all.push_back(raw);
-  for (Recycler* r : all) {
+  for (rdma::Recycler* r : all) {
     if (recyclers_.contains(r)) r->check_deadline(now);  // may remove r (done callback)
   }
   for (auto& res : idle_.expire(now)) destroy(std::move(res), "structures.expired");

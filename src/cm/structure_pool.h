@@ -1,12 +1,12 @@
 // StructurePool: the connection manager's reuse table (S1.2, S1.3). It hands out
 // connection structures by ReuseKey — an idle one whose key matches, else a new one built
 // in the device's shared PD — takes them back when their streams close (through a
-// Recycler, then into the bounded IdlePool), and destroys what fails, what is evicted to
+// rdma::Recycler, then into the bounded IdlePool), and destroys what fails, what is evicted to
 // make room, and what stays idle too long.
 //
 // Device removal: the idle and recycling structures and the shared PD of a removed device
 // are destroyed at once (structures.device_removed), while librdmacm still has the device
-// open (a CmChannel removal observer), so the removal does not wait for them and nothing
+// open (a rdmacm::CmChannel removal observer), so the removal does not wait for them and nothing
 // is freed on a closed context later. The pool learns of the removal from any id of its
 // loop on that device, including a sentinel id it binds to each device it built on (idle
 // structures have no id of their own), or from the device's DEVICE_FATAL async event. A
@@ -21,20 +21,20 @@
 #include <memory>
 #include <unordered_map>
 
-#include "cm/cm_channel.h"
 #include "cm/idle_pool.h"
 #include "cm/manager_stats.h"
-#include "cm/recycler.h"
+#include "rdma/recycler.h"
 #include "rdma/resources.h"
+#include "rdmacm/cm_channel.h"
 #include "rmsg/connection_manager.h"
 #include "verbs/async_events.h"
 
 namespace rmsg::cm {
 
 class StructurePool final : public std::enable_shared_from_this<StructurePool>,
-                            private CmEventHandler {
+                            private rdmacm::CmEventHandler {
  public:
-  StructurePool(EventLoop& loop, std::shared_ptr<CmChannel> channel,
+  StructurePool(EventLoop& loop, std::shared_ptr<rdmacm::CmChannel> channel,
                 const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
                 std::function<void()> wake_tick);
   StructurePool(const StructurePool&) = delete;
@@ -67,11 +67,11 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
   verbs::CmId make_sentinel(rdma_cm_id* id);
   // Sentinels' events: DEVICE_REMOVAL is handled by the removal observer; nothing else comes.
   void on_cm_event(const rdma_cm_event& /*event*/) override {}
-  void on_recycled(Recycler& recycler, bool ok);
+  void on_recycled(rdma::Recycler& recycler, bool ok);
   void destroy(std::unique_ptr<rdma::ConnResources> res, const char* counter);
 
   EventLoop& loop_;
-  std::shared_ptr<CmChannel> channel_;
+  std::shared_ptr<rdmacm::CmChannel> channel_;
   ConnectionManagerOptions options_;
   std::shared_ptr<ManagerStats> stats_;
   std::function<void()> wake_tick_;
@@ -89,7 +89,7 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
   std::unordered_map<const rdma::ConnResources*, ReuseKey> keys_;
   // Destroyed before the idle structures (declared after): a recycler retires its id.
   IdlePool<ReuseKey, std::unique_ptr<rdma::ConnResources>, ReuseKeyHash> idle_;
-  std::map<Recycler*, std::unique_ptr<Recycler>> recyclers_;
+  std::map<rdma::Recycler*, std::unique_ptr<rdma::Recycler>> recyclers_;
 };
 
 }  // namespace rmsg::cm

@@ -97,6 +97,7 @@ class EventLoop::Impl {
   std::vector<Task> deferred_;
   std::map<std::uint64_t, std::shared_ptr<std::function<bool()>>> pollers_;
   std::map<std::uint64_t, Task> destroy_hooks_;
+  std::vector<std::pair<const void*, std::shared_ptr<void>>> services_;  // oldest first
 
   std::mutex post_mu_;
   std::vector<Task> posted_;
@@ -281,6 +282,33 @@ EventLoop::~EventLoop() {
     hooks.erase(it);
     if (*task) (*task)();
   }
+  // Newest first, one at a time: a service's destructor may still use the loop (unwatch
+  // its fd) and look up an older service.
+  auto& services = impl_->services_;
+  while (!services.empty()) {
+    auto doomed = std::move(services.back().second);
+    services.pop_back();
+    doomed.reset();
+  }
+}
+
+std::shared_ptr<void> EventLoop::service(const void* key) const {
+  for (const auto& [k, svc] : impl_->services_) {
+    if (k == key) return svc;
+  }
+  return nullptr;
+}
+
+void EventLoop::set_service(const void* key, std::shared_ptr<void> service) {
+  auto& services = impl_->services_;
+  for (auto it = services.begin(); it != services.end(); ++it) {
+    if (it->first == key) {
+      auto old = std::move(it->second);  // destroyed after the map is consistent again
+      services.erase(it);
+      break;
+    }
+  }
+  if (service) services.emplace_back(key, std::move(service));
 }
 
 std::uint64_t EventLoop::add_destroy_hook(Task task) {

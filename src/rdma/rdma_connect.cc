@@ -1,7 +1,9 @@
 // rdma_connect: the active side. The stream owns itself until its result is delivered.
 #include "rdma/rdma_connect.h"
+#include "rdma/seams.h"
 
 #include "rdma/rdma_stream.h"
+#include "stream/stream_access.h"
 #include "verbs/verbs.h"
 
 namespace rmsg::rdma {
@@ -41,9 +43,14 @@ void rdma_connect(EventLoop& loop, const SocketAddress& peer, const RdmaOptions&
 }
 
 Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream) {
-  const auto* s = dynamic_cast<const rdma::RdmaStream*>(stream.impl());
+  const auto* s = detail::StreamAccess::as<const rdma::RdmaStream>(stream);
   if (s == nullptr) return Errc::invalid_argument;
   return s->info();
+}
+
+ibv_qp* rdma::stream_qp(const Stream& stream) {
+  const auto* s = detail::StreamAccess::as<const rdma::RdmaStream>(stream);
+  return s != nullptr && s->res_ ? s->res_->qp.get() : nullptr;
 }
 
 bool rdma_device_available() {

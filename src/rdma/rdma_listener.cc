@@ -4,18 +4,18 @@
 #include <cerrno>
 #include <map>
 
-#include "cm/cm_connection.h"
 #include "rdma/rdma_connect.h"
 #include "rdma/rdma_stream.h"
+#include "rdmacm/cm_connection.h"
 #include "rmsg/log.h"
 
 namespace rmsg::rdma {
 namespace {
 
-class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
+class RdmaListener final : public ListenerImpl, private rdmacm::CmEventHandler {
  public:
   RdmaListener(EventLoop& loop, const RdmaOptions& options, ResourceHooks hooks,
-               AcceptCallback on_accept, std::shared_ptr<cm::CmChannel> channel)
+               AcceptCallback on_accept, std::shared_ptr<rdmacm::CmChannel> channel)
       : loop_(loop),
         options_(options),
         hooks_(std::move(hooks)),
@@ -54,7 +54,7 @@ class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
       return on_device_removal();
     }
     if (event.event != RDMA_CM_EVENT_CONNECT_REQUEST) return;
-    auto hello = wire::decode_hello(cm::cm_private_data(event));
+    auto hello = wire::decode_hello(rdmacm::cm_private_data(event));
     if (!hello || hello->kind != wire::HelloKind::request) {
       return refuse(event, hello.is(Errc::version_mismatch) ? wire::RejectReason::version
                                                             : wire::RejectReason::malformed);
@@ -96,7 +96,7 @@ class RdmaListener final : public ListenerImpl, private cm::CmEventHandler {
   RdmaOptions options_;
   ResourceHooks hooks_;
   AcceptCallback on_accept_;
-  std::shared_ptr<cm::CmChannel> channel_;
+  std::shared_ptr<rdmacm::CmChannel> channel_;
   SocketAddress bound_;
   std::uint16_t port_ = 0;
   std::map<RdmaStream*, std::unique_ptr<RdmaStream>> pending_;
@@ -112,7 +112,7 @@ Result<Listener> listen_with(EventLoop& loop, const SocketAddress& address,
   if (!address.valid()) return Errc::invalid_argument;
   auto geometry = geometry_from(options);
   if (!geometry) return geometry.error();
-  auto channel = cm::CmChannel::for_loop(loop);
+  auto channel = rdmacm::CmChannel::for_loop(loop);
   if (!channel) return channel.error();
   auto listener = std::make_unique<RdmaListener>(loop, options, std::move(hooks),
                                                  std::move(on_accept), std::move(channel).value());

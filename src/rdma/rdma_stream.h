@@ -1,6 +1,6 @@
 // RdmaStream: rmsg::Stream over an RC queue pair (S2.1-S2.6 plus credits).
 //
-// Setup (stream_setup.cc) runs through cm::CmConnection; this class is its delegate and
+// Setup (stream_setup.cc) runs through rdmacm::CmConnection; this class is its delegate and
 // obtains its ConnResources through ResourceHooks at the CM's seam. The data path
 // (stream_datapath.cc):
 //   send  a ring of K blocks; write() reaps the send CQ only when the free blocks do not
@@ -23,18 +23,18 @@
 #include <memory>
 #include <vector>
 
-#include "cm/cm_connection.h"
 #include "rdma/credits.h"
 #include "rdma/resources.h"
 #include "rdma/stream_counters.h"
 #include "rdma/wire.h"
+#include "rdmacm/cm_connection.h"
 #include "rmsg/rdma.h"
 #include "rmsg/stream.h"
 #include "verbs/async_events.h"
 
 namespace rmsg::rdma {
 
-class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
+class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delegate {
  public:
   // Runs once, deferred (never inside a CM event or a caller's call): established or not.
   using SetupDone = std::function<void(std::error_code)>;
@@ -57,9 +57,8 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
 
   RdmaStreamInfo info() const;
   const CounterSet* counters() const { return counters_ ? &counters_->set() : nullptr; }
-  // The QP while the stream holds its resources, else null: for tests that route an
-  // asynchronous event to it by hand (verbs::route_async_event).
-  ibv_qp* qp() const noexcept { return res_ ? res_->qp.get() : nullptr; }
+  // The QP while the stream holds its resources, else null (rdma/seams.h).
+  friend ibv_qp* stream_qp(const Stream& stream);
 
   Result<std::size_t> write(std::span<const std::byte> data) override;
   Result<std::size_t> read(std::span<std::byte> buf) override;
@@ -81,9 +80,9 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   };
 
   RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
-             ResourceHooks hooks, std::shared_ptr<cm::CmChannel> channel);
+             ResourceHooks hooks, std::shared_ptr<rdmacm::CmChannel> channel);
 
-  // cm::CmConnection::Delegate (stream_setup.cc)
+  // rdmacm::CmConnection::Delegate (stream_setup.cc)
   Result<ibv_qp*> cm_acquire(rdma_cm_id* id, std::span<const std::byte> peer) override;
   Result<void> cm_post_receives() override;
   std::span<const std::byte> cm_private_data() override;
@@ -141,7 +140,7 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   RdmaOptions options_;
   Geometry geometry_;
   ResourceHooks hooks_;
-  std::shared_ptr<cm::CmChannel> channel_;
+  std::shared_ptr<rdmacm::CmChannel> channel_;
   std::unique_ptr<ConnResources> res_;
   std::array<std::byte, wire::kHelloSize> hello_{};
   SetupDone setup_done_;
@@ -195,7 +194,7 @@ class RdmaStream final : public StreamImpl, private cm::CmConnection::Delegate {
   verbs::AsyncRegistration async_;  // reset before res_ is released: it names QP and CQs
 
   std::unique_ptr<RdmaStream> self_;                       // active connect until delivered
-  std::unique_ptr<cm::CmConnection> cm_;                   // destroyed before res_ (declared after)
+  std::unique_ptr<rdmacm::CmConnection> cm_;               // destroyed before res_ (declared after)
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards deferred tasks
 };
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <memory>
 
-#include "cm/cm_connection.h"
+#include "rdmacm/cm_connection.h"
 #include "rmsg/rdma.h"
 #include "rmsg/result.h"
 #include "verbs/verbs.h"
@@ -77,7 +77,7 @@ Result<std::unique_ptr<ConnResources>> create_conn_resources(
 // What a closed stream gives back: its structure, whether it may serve again, and its
 // old rdma_cm id (already disconnected and detached from the stream), which a connection
 // manager keeps until TIMEWAIT_EXIT. The id must be destroyed through
-// cm::CmChannel::retire (it may be inside the dispatch of its own event).
+// rdmacm::CmChannel::retire (it may be inside the dispatch of its own event).
 struct ReleasedStructure {
   std::unique_ptr<ConnResources> res;
   // False unless the connection was established and ended without a QP failure (a clean
@@ -90,12 +90,12 @@ struct ReleasedStructure {
 // The one seam where a connection's resources are obtained (at ROUTE_RESOLVED on the
 // active side, at CONNECT_REQUEST on the passive side; `id` is the connection's id, which
 // names the device and port) and given back when the stream is closed. `on_step`, when
-// set, observes the connection's setup steps (cm::CmConnection::set_observer): a manager
+// set, observes the connection's setup steps (rdmacm::CmConnection::set_observer): a manager
 // times the phases and enforces the step deadlines with it.
 struct ResourceHooks {
   std::function<Result<std::unique_ptr<ConnResources>>(rdma_cm_id* id, const Geometry&)> acquire;
   std::function<void(ReleasedStructure)> release;  // {}: destroy, the id retired at once
-  cm::CmConnection::Observer on_step;              // {}: the connection times itself
+  rdmacm::CmConnection::Observer on_step;          // {}: the connection times itself
 };
 ResourceHooks default_resource_hooks();
 

@@ -5,6 +5,7 @@
 
 #include "rdma/rdma_stream.h"
 #include "rmsg/log.h"
+#include "stream/stream_access.h"
 
 namespace rmsg::rdma {
 namespace {
@@ -133,7 +134,7 @@ void RdmaStream::on_liveness_tick() {
 namespace rmsg {
 
 const CounterSet* rdma_stream_counters(const Stream& stream) {
-  const auto* s = dynamic_cast<const rdma::RdmaStream*>(stream.impl());
+  const auto* s = detail::StreamAccess::as<const rdma::RdmaStream>(stream);
   return s == nullptr ? nullptr : s->counters();
 }
 

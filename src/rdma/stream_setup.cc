@@ -11,9 +11,9 @@ namespace {
 constexpr int kRejectConsumerDefined = 28;  // IB CM: rejected by the peer application
 constexpr int kRejectInvalidServiceId = 8;  // IB CM: nothing listens on that port
 
-cm::CmTuning tuning_from(const RdmaOptions& o) {
-  return cm::CmTuning{o.retry_count, o.rnr_retry_count, o.ack_timeout, o.resolve_timeout,
-                      o.connect_timeout};
+rdmacm::CmTuning tuning_from(const RdmaOptions& o) {
+  return rdmacm::CmTuning{o.retry_count, o.rnr_retry_count, o.ack_timeout, o.resolve_timeout,
+                          o.connect_timeout};
 }
 
 std::string address_string(const sockaddr* sa) {
@@ -28,7 +28,7 @@ Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop, const Rd
                                                        ResourceHooks hooks) {
   auto geometry = geometry_from(options);
   if (!geometry) return geometry.error();
-  auto channel = cm::CmChannel::for_loop(loop);
+  auto channel = rdmacm::CmChannel::for_loop(loop);
   if (!channel) return channel.error();
   if (!hooks.acquire) hooks = default_resource_hooks();
   return std::unique_ptr<RdmaStream>(new RdmaStream(loop, options, geometry.value(),
@@ -36,7 +36,7 @@ Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop, const Rd
 }
 
 RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
-                       ResourceHooks hooks, std::shared_ptr<cm::CmChannel> channel)
+                       ResourceHooks hooks, std::shared_ptr<rdmacm::CmChannel> channel)
     : loop_(loop),
       options_(options),
       geometry_(geometry),
@@ -49,8 +49,8 @@ RdmaStream::~RdmaStream() {
 
 Result<void> RdmaStream::start_connect(const SocketAddress& peer, SetupDone done) {
   setup_done_ = std::move(done);
-  cm_ = std::make_unique<cm::CmConnection>(channel_, static_cast<Delegate&>(*this),
-                                           tuning_from(options_));
+  cm_ = std::make_unique<rdmacm::CmConnection>(channel_, static_cast<Delegate&>(*this),
+                                               tuning_from(options_));
   if (hooks_.on_step) cm_->set_observer(hooks_.on_step);
   return cm_->connect(peer);
 }
@@ -60,8 +60,8 @@ Result<void> RdmaStream::start_accept(const rdma_cm_event& request, const wire::
   passive_ = true;
   setup_done_ = std::move(done);
   negotiate(peer);
-  cm_ = std::make_unique<cm::CmConnection>(channel_, static_cast<Delegate&>(*this),
-                                           tuning_from(options_));
+  cm_ = std::make_unique<rdmacm::CmConnection>(channel_, static_cast<Delegate&>(*this),
+                                               tuning_from(options_));
   if (hooks_.on_step) cm_->set_observer(hooks_.on_step);
   return cm_->accept(request);
 }

@@ -1,4 +1,5 @@
 #include "verbs/async_events.h"
+#include "verbs/seams.h"
 
 #include <fcntl.h>
 

@@ -64,9 +64,4 @@ struct AsyncTarget {
 Result<AsyncRegistration> watch_async_events(EventLoop& loop, const AsyncTarget& target,
                                              AsyncHandler handler);
 
-// Routes `event` of `context` exactly as one read from its async_fd (nothing is acked:
-// nothing was read). Call on `loop`'s thread. For tests of events a device cannot be made
-// to raise: rxe never raises DEVICE_FATAL.
-void route_async_event(EventLoop& loop, ibv_context* context, const ibv_async_event& event);
-
 }  // namespace rmsg::verbs

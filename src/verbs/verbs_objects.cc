@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "rmsg/log.h"
-#include "rmsg/rdma.h"
+#include "rmsg/rdma_errors.h"
 #include "verbs/verbs.h"
 
 namespace rmsg::verbs {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "rmsg/rdma.h"
+#include "rmsg/rdma_errors.h"
 
 namespace rmsg {
 namespace {

@@ -8,14 +8,14 @@
 
 #include <vector>
 
-#include "cm/cm_connection.h"
 #include "rdma/rdma_fixture.h"
+#include "rdmacm/cm_connection.h"
 
 namespace rmsg::testing {
 namespace {
 
 // Records cm_failed; the connection never gets as far as wanting resources.
-class RecordingDelegate final : public cm::CmConnection::Delegate {
+class RecordingDelegate final : public rdmacm::CmConnection::Delegate {
  public:
   std::vector<std::error_code> failures;
 
@@ -36,11 +36,12 @@ class RecordingDelegate final : public cm::CmConnection::Delegate {
 class CmEvents : public RdmaTest {
  protected:
   // A connection resolving the guest's address (port 1: nothing listens, nothing waits).
-  std::unique_ptr<cm::CmConnection> resolving(RecordingDelegate& delegate) {
-    auto channel = cm::CmChannel::for_loop(loop());
+  std::unique_ptr<rdmacm::CmConnection> resolving(RecordingDelegate& delegate) {
+    auto channel = rdmacm::CmChannel::for_loop(loop());
     EXPECT_TRUE(channel.ok()) << channel.error().message();
     if (!channel) return nullptr;
-    auto conn = std::make_unique<cm::CmConnection>(channel.value(), delegate, cm::CmTuning{});
+    auto conn =
+        std::make_unique<rdmacm::CmConnection>(channel.value(), delegate, rdmacm::CmTuning{});
     SocketAddress peer = address();
     peer.set_port(1);
     auto started = conn->connect(peer);
@@ -62,7 +63,7 @@ TEST_F(CmEvents, AddrChangeFailsTheConnectionWithAddressError) {
   conn->on_cm_event(synthetic(conn->id(), RDMA_CM_EVENT_ADDR_CHANGE));
   ASSERT_EQ(delegate.failures.size(), 1u);
   EXPECT_EQ(delegate.failures[0], make_error_code(Errc::address_error));
-  EXPECT_EQ(conn->state(), cm::CmConnection::State::failed);
+  EXPECT_EQ(conn->state(), rdmacm::CmConnection::State::failed);
   // The real resolution that follows changes nothing.
   loop().run_for([] { return false; }, std::chrono::milliseconds(200));
   EXPECT_EQ(delegate.failures.size(), 1u);

@@ -12,6 +12,7 @@
 #include "rdma/raw_peer.h"
 #include "rdma/wire.h"
 #include "verbs/async_events.h"
+#include "verbs/seams.h"
 
 namespace rmsg::testing {
 namespace {

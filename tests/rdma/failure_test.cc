@@ -12,9 +12,10 @@
 #include <functional>
 
 #include "process_util.h"
-#include "rdma/rdma_stream.h"
+#include "rdma/seams.h"
 #include "rdma_fixture.h"
 #include "verbs/async_events.h"
+#include "verbs/seams.h"
 #include "verbs_census.h"
 
 namespace rmsg::testing {
@@ -137,12 +138,11 @@ TEST_F(RdmaFailure, QpFatalFailsOnlyTheStreamOfThatQp) {
   Stream c1, s1, c2, s2;
   ASSERT_NO_FATAL_FAILURE(connect_pair(test_options(), test_options(), c1, s1));
   ASSERT_NO_FATAL_FAILURE(connect_pair(test_options(), test_options(), c2, s2));
-  const auto* impl = dynamic_cast<const rdma::RdmaStream*>(c1.impl());
-  ASSERT_NE(impl, nullptr);
-  ASSERT_NE(impl->qp(), nullptr);
+  ibv_qp* qp = rdma::stream_qp(c1);
+  ASSERT_NE(qp, nullptr);
   ibv_async_event ev{};
   ev.event_type = IBV_EVENT_QP_FATAL;
-  ev.element.qp = impl->qp();
+  ev.element.qp = qp;
   verbs::route_async_event(loop(), ctx, ev);
   ASSERT_TRUE(loop().run_for([&] { return c1.error() && s1.error(); }, 10s));
   EXPECT_EQ(c1.error(), make_async_event_error(IBV_EVENT_QP_FATAL)) << c1.error().message();

@@ -1,9 +1,9 @@
-#include "cm/recycler.h"
+#include "rdma/recycler.h"
 
 #include "rdma/wire.h"
 #include "rmsg/log.h"
 
-namespace rmsg::cm {
+namespace rmsg::rdma {
 namespace {
 
 // The marker's index: beyond any send sequence number a stream reaches (2^40 WRs).
@@ -18,7 +18,7 @@ Result<void> modify_state(ibv_qp* qp, ibv_qp_state state) {
 
 }  // namespace
 
-Recycler::Recycler(EventLoop& loop, std::shared_ptr<CmChannel> channel,
+Recycler::Recycler(EventLoop& loop, std::shared_ptr<rdmacm::CmChannel> channel,
                    rdma::ReleasedStructure released, bool wait_timewait, Duration timewait_limit,
                    Clock::time_point deadline, Done done)
     : loop_(loop),
@@ -153,4 +153,4 @@ void Recycler::unwatch() {
   loop_.unwatch(std::exchange(recv_watch_, 0));
 }
 
-}  // namespace rmsg::cm
+}  // namespace rmsg::rdma

@@ -1,10 +1,10 @@
-#include "cm/cm_connection.h"
+#include "rdmacm/cm_connection.h"
 
 #include <cerrno>
 
 #include "rmsg/log.h"
 
-namespace rmsg::cm {
+namespace rmsg::rdmacm {
 
 std::error_code cm_event_error(const rdma_cm_event& event, Errc fallback) {
   if (event.status == -ETIMEDOUT) return make_error_code(Errc::timeout);
@@ -264,4 +264,4 @@ void CmConnection::cancel_deadline() {
   if (deadline_ != 0) channel_->loop().cancel_timer(std::exchange(deadline_, 0));
 }
 
-}  // namespace rmsg::cm
+}  // namespace rmsg::rdmacm

@@ -22,13 +22,13 @@
 #include <functional>
 #include <memory>
 
-#include "cm/cm_channel.h"
 #include "rdma/resources.h"
+#include "rdmacm/cm_channel.h"
 #include "rmsg/event_loop.h"
 
-namespace rmsg::cm {
+namespace rmsg::rdma {
 
-class Recycler final : public CmEventHandler {
+class Recycler final : public rdmacm::CmEventHandler {
  public:
   using Done = std::function<void(Recycler&, bool ok)>;
 
@@ -38,8 +38,9 @@ class Recycler final : public CmEventHandler {
     bool timewait_missing = false;  // parked after timewait_limit without TIMEWAIT_EXIT
   };
 
-  Recycler(EventLoop& loop, std::shared_ptr<CmChannel> channel, rdma::ReleasedStructure released,
-           bool wait_timewait, Duration timewait_limit, Clock::time_point deadline, Done done);
+  Recycler(EventLoop& loop, std::shared_ptr<rdmacm::CmChannel> channel,
+           rdma::ReleasedStructure released, bool wait_timewait, Duration timewait_limit,
+           Clock::time_point deadline, Done done);
   Recycler(const Recycler&) = delete;
   Recycler& operator=(const Recycler&) = delete;
   Recycler(Recycler&&) = delete;
@@ -70,7 +71,7 @@ class Recycler final : public CmEventHandler {
   void unwatch();
 
   EventLoop& loop_;
-  std::shared_ptr<CmChannel> channel_;
+  std::shared_ptr<rdmacm::CmChannel> channel_;
   std::unique_ptr<rdma::ConnResources> res_;
   verbs::CmId id_;  // the old id, retired in the destructor
   bool wait_timewait_;
@@ -87,4 +88,4 @@ class Recycler final : public CmEventHandler {
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards the deferred first poll
 };
 
-}  // namespace rmsg::cm
+}  // namespace rmsg::rdma

@@ -1,16 +1,19 @@
-#include "cm/cm_channel.h"
-
-#include <map>
+#include "rdmacm/cm_channel.h"
 
 #include "rmsg/log.h"
 
-namespace rmsg::cm {
+namespace rmsg::rdmacm {
+
+namespace {
+constexpr char kServiceKey = 0;  // names the loop service (its address is the key)
+}  // namespace
 
 Result<std::shared_ptr<CmChannel>> CmChannel::for_loop(EventLoop& loop) {
-  // Per thread, since a loop and its objects live on one thread.
-  thread_local std::map<EventLoop*, std::weak_ptr<CmChannel>> channels;
-  if (auto it = channels.find(&loop); it != channels.end()) {
-    if (auto ch = it->second.lock()) return ch;
+  // A loop service, not a per-thread map: librdmacm queues the events of ids accepted by a
+  // listener on the listener's channel, so the listener and every stream of one loop must
+  // share the channel whichever thread made them before the loop ran.
+  if (auto existing = loop.service(&kServiceKey)) {
+    return std::static_pointer_cast<CmChannel>(existing);
   }
   auto channel = verbs::create_event_channel();
   if (!channel) return channel.error();
@@ -21,7 +24,7 @@ Result<std::shared_ptr<CmChannel>> CmChannel::for_loop(EventLoop& loop) {
   });
   if (!watch) return watch.error();
   ch->watch_ = watch.value();
-  channels[&loop] = ch;
+  loop.set_service(&kServiceKey, ch);
   return ch;
 }
 
@@ -126,4 +129,4 @@ void CmChannel::drain() {
   }
 }
 
-}  // namespace rmsg::cm
+}  // namespace rmsg::rdmacm

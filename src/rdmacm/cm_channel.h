@@ -2,9 +2,11 @@
 // that reads every queued event (until EAGAIN) and dispatches it to the handler attached
 // to its cm id (for CONNECT_REQUEST: to the listening id's handler).
 //
-// Ownership: shared (std::shared_ptr) by every listener and connection on the loop, so
-// ids accepted by a listener keep their channel after the listener is gone.
-// Threading: loop thread only. The loop must outlive the channel.
+// Ownership: a service of the loop (EventLoop::set_service), created on first use and
+// destroyed with the loop; every listener and connection on the loop shares it
+// (std::shared_ptr), so ids accepted by a listener keep their channel after the listener is
+// gone, whichever thread created them before the loop first ran.
+// Threading: loop thread only. The loop must outlive the channel's other owners.
 //
 // Each event is acked right after its handler returns. A handler may destroy its own cm
 // id only through retire(): rdma_destroy_id blocks until the id's events are acked, so
@@ -30,7 +32,7 @@
 #include "rmsg/result.h"
 #include "verbs/verbs.h"
 
-namespace rmsg::cm {
+namespace rmsg::rdmacm {
 
 class CmEventHandler {
  public:
@@ -94,4 +96,4 @@ class CmChannel : public std::enable_shared_from_this<CmChannel> {
   std::vector<verbs::CmId> retired_;  // destroyed before the channel (declared after it)
 };
 
-}  // namespace rmsg::cm
+}  // namespace rmsg::rdmacm

@@ -37,11 +37,11 @@
 #include <span>
 #include <system_error>
 
-#include "cm/cm_channel.h"
+#include "rdmacm/cm_channel.h"
 #include "rmsg/address.h"
 #include "rmsg/event_loop.h"
 
-namespace rmsg::cm {
+namespace rmsg::rdmacm {
 
 struct CmTuning {
   std::uint8_t retry_count = 7;
@@ -176,4 +176,4 @@ std::error_code cm_event_error(const rdma_cm_event& event, Errc fallback);
 // The private data of an event as bytes (empty if none).
 std::span<const std::byte> cm_private_data(const rdma_cm_event& event);
 
-}  // namespace rmsg::cm
+}  // namespace rmsg::rdmacm

@@ -1,0 +1,22 @@
+// StreamAccess: the transports' internal way from a Stream handle to the StreamImpl behind
+// it (an RDMA stream's info and counters, internal test seams). Not installed: Stream's
+// public API has no such accessor.
+//
+// Threading: as the Stream (its loop's thread).
+#pragma once
+
+#include "rmsg/stream.h"
+
+namespace rmsg::detail {
+
+struct StreamAccess {
+  // The implementation behind `stream`, or null for an empty handle.
+  static StreamImpl* impl(const Stream& stream) noexcept { return stream.impl_.get(); }
+  // The implementation as transport type T, or null when it is another transport.
+  template <class T>
+  static T* as(const Stream& stream) noexcept {
+    return dynamic_cast<T*>(stream.impl_.get());
+  }
+};
+
+}  // namespace rmsg::detail
