@@ -52,6 +52,23 @@ class StreamImpl {
   virtual ~StreamImpl() = default;
 
   virtual Result<std::size_t> write(std::span<const std::byte> data) = 0;
+  // Gather write (Stream::writev). This default writes part after part and stops at the
+  // first short or refused one; transports override it to take every part in one call
+  // (TCP: one writev(2); RDMA: one WR chain).
+  virtual Result<std::size_t> writev(std::span<const std::span<const std::byte>> parts) {
+    std::size_t total = 0;
+    for (const auto part : parts) {
+      if (part.empty()) continue;
+      auto n = write(part);
+      if (!n) {  // after a prefix, the error comes back on the next call
+        if (total > 0) return total;
+        return n.error();
+      }
+      total += n.value();
+      if (n.value() < part.size()) break;
+    }
+    return total;
+  }
   virtual Result<std::size_t> read(std::span<std::byte> buf) = 0;
   virtual void on_readable(Task callback) = 0;
   virtual void on_writable(Task callback) = 0;
@@ -97,6 +114,14 @@ class Stream {
   }
   Result<std::size_t> write(const void* data, std::size_t len) {
     return write({static_cast<const std::byte*>(data), len});
+  }
+  // Gather write: as write() of the parts' concatenation, in one call (a framed message's
+  // header and payload without copying them together first). Returns the count accepted
+  // across the parts (>= 1; a prefix of the concatenation) or an error; would_block when
+  // nothing fits now. Empty parts are skipped; no parts at all (or only empty ones) return 0.
+  Result<std::size_t> writev(std::span<const std::span<const std::byte>> parts) {
+    if (!impl_) return make_error_code(Errc::closed);
+    return impl_->writev(parts);
   }
   // Copies out up to buf.size() bytes. Returns the count (>= 1), 0 at end of stream
   // (the peer's orderly shutdown, after every byte it sent), or an error; would_block
