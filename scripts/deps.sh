@@ -8,9 +8,12 @@ build=(cmake ninja-build g++ make pkg-config clang-format git libgtest-dev libgm
 # The Soft-RoCE tier boots Debian's kernel under qemu (tests/softroce/README.md).
 softroce=(qemu-system-x86 linux-image-amd64 busybox-static cpio kmod ibverbs-utils
           rdmacm-utils perftest)
+# The clang tree (Makefile: test-clang), named one by one: apt here installs no Recommends,
+# and clang-14 alone lacks the sanitizer/libFuzzer runtimes and llvm-symbolizer.
+clang=(clang-14 libclang-rt-14-dev llvm-14)
 case "${1:-build}" in
   build|demo) want=("${build[@]}") ;;
-  test) want=("${build[@]}" "${softroce[@]}") ;;
+  test) want=("${build[@]}" "${softroce[@]}" "${clang[@]}") ;;
   *) echo "usage: $0 build|test|demo" >&2; exit 2 ;;
 esac
 missing=()

@@ -86,9 +86,17 @@ std::string SocketAddress::host() const {
   return buf;
 }
 
+// Appends into one string: `"[" + host()` (operator+ on a literal and a temporary) trips
+// GCC 12's -Wrestrict false positive at -O3 (GCC bug 105329).
 std::string SocketAddress::to_string() const {
-  if (family() == AF_INET6) return "[" + host() + "]:" + std::to_string(port());
-  return host() + ":" + std::to_string(port());
+  const bool v6 = family() == AF_INET6;
+  std::string out;
+  if (v6) out += '[';
+  out += host();
+  if (v6) out += ']';
+  out += ':';
+  out += std::to_string(port());
+  return out;
 }
 
 bool operator==(const SocketAddress& a, const SocketAddress& b) noexcept {

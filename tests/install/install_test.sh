@@ -1,22 +1,40 @@
 #!/bin/bash
 # Installs the build tree into a temporary prefix, then builds examples/echo_loop.cc
-# against it twice, as a third party would: with find_package(rmsg) and with pkg-config.
+# against it twice, as a third party would: with find_package(rmsg) and with pkg-config,
+# both with the tree's own C++ compiler (CXX, default c++). Neither consumer may receive
+# rmsg's warning flags or -Werror: those are the project's, never an installed target's.
+#   install_test.sh BUILD_DIR SOURCE_DIR [CXX]
 set -euo pipefail
-build=$(realpath "$1") src=$(realpath "$2")
+build=$(realpath "$1") src=$(realpath "$2") cxx=${3:-c++}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 test -f "$tmp/prefix/include/rmsg/result.h"
 test -f "$tmp/prefix/lib/cmake/rmsg/rmsgConfig.cmake"
 test -f "$tmp/prefix/lib/pkgconfig/rmsg.pc"
+project_flags='-Werror|-Wall|-Wextra|-Wpedantic|-Wshadow|-Wold-style-cast|-fsanitize'
+if grep -E -- "INTERFACE_COMPILE_OPTIONS|$project_flags" "$tmp"/prefix/lib/cmake/rmsg/*.cmake; then
+  echo "install test: the installed rmsg target carries compile options into consumers" >&2
+  exit 1
+fi
 
-cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja \
+cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
   -DCMAKE_PREFIX_PATH="$tmp/prefix" -DEXAMPLE_SOURCE="$src/examples/echo_loop.cc" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
+if grep -E -- "$project_flags" "$tmp/consumer/compile_commands.json"; then
+  echo "install test: the find_package consumer was compiled with rmsg's own flags" >&2
+  exit 1
+fi
 "$tmp/consumer/echo_loop"
 
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
-# shellcheck disable=SC2046
-g++ -std=c++20 -o "$tmp/echo_pc" "$src/examples/echo_loop.cc" $(pkg-config --cflags --libs --static rmsg)
+pc_flags=$(pkg-config --cflags --libs --static rmsg)
+if grep -E -- "$project_flags" <<<"$pc_flags"; then
+  echo "install test: rmsg.pc hands rmsg's own flags to consumers" >&2
+  exit 1
+fi
+# shellcheck disable=SC2086
+"$cxx" -std=c++20 -o "$tmp/echo_pc" "$src/examples/echo_loop.cc" $pc_flags
 "$tmp/echo_pc"
-echo "install test: find_package and pkg-config consumers built and ran"
+echo "install test: find_package and pkg-config consumers built with $cxx and ran"

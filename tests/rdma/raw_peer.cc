@@ -59,7 +59,10 @@ int RawClient::connect(const SocketAddress& server, std::span<const std::byte> p
   }
   pd_ = ibv_alloc_pd(id_->verbs);
   cq_ = ibv_create_cq(id_->verbs, 64, nullptr, nullptr, 0);
-  mr_ = pd_ ? ibv_reg_mr(pd_, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE) : nullptr;
+  // An int, the type ibv_reg_mr takes: its macro ANDs `access` with IBV_ACCESS_OPTIONAL_RANGE,
+  // an enumerator of another enum, which C++20 deprecates for two enum operands.
+  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE;
+  mr_ = pd_ ? ibv_reg_mr(pd_, buf_.data(), buf_.size(), kAccess) : nullptr;
   ibv_qp_init_attr attr{};
   attr.send_cq = attr.recv_cq = cq_;
   attr.qp_type = IBV_QPT_RC;

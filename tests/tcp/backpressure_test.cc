@@ -1,5 +1,6 @@
 // Backpressure: a writer whose reader stopped reading sees would_block and no writability;
 // when reading resumes, writability returns and every byte arrives.
+#include <tuple>
 #include <vector>
 
 #include "tcp/pattern.h"
@@ -13,7 +14,11 @@ using namespace std::chrono_literals;
 using testing::TcpTest;
 
 TEST_F(TcpTest, WriterSeesWouldBlockUntilReaderResumes) {
-  auto [client, server] = connect_pair();
+  // Named streams, not a structured binding: the lambdas below capture them, which clang 14
+  // does not implement for bindings (C++20 P1381; clang has it from 16).
+  Stream client;
+  Stream server;
+  std::tie(client, server) = connect_pair();
   ASSERT_TRUE(client.valid() && server.valid());
   const Pattern pattern(testing::test_seed("tcp backpressure"));
 

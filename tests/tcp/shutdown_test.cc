@@ -1,5 +1,6 @@
 // Orderly shutdown versus abortive close, and the errors each side sees afterwards.
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tcp/pattern.h"
@@ -85,7 +86,11 @@ TEST_F(TcpTest, PeerAbortIsConnectionReset) {
 }
 
 TEST_F(TcpTest, DestroyingAStreamResetsThePeer) {
-  auto [client, server] = connect_pair();
+  // Named streams, not a structured binding: the lambdas below capture them, which clang 14
+  // does not implement for bindings (C++20 P1381; clang has it from 16).
+  Stream client;
+  Stream server;
+  std::tie(client, server) = connect_pair();
   ASSERT_TRUE(client.valid() && server.valid());
   client = Stream();
   // The server learns it through writability too, not only through reads.

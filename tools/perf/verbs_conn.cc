@@ -57,7 +57,10 @@ Result<void> VerbsConn::build(ibv_context* ctx) {
   send_buf_.assign(size_, std::byte{0x5a});
   recv_buf_.resize(size_ * recv_depth_);
   send_mr_ = ibv_reg_mr(pd_, send_buf_.data(), send_buf_.size(), 0);
-  recv_mr_ = ibv_reg_mr(pd_, recv_buf_.data(), recv_buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+  // An int, the type ibv_reg_mr takes: its macro ANDs `access` with IBV_ACCESS_OPTIONAL_RANGE,
+  // an enumerator of another enum, which C++20 deprecates for two enum operands.
+  constexpr int kRecvAccess = IBV_ACCESS_LOCAL_WRITE;
+  recv_mr_ = ibv_reg_mr(pd_, recv_buf_.data(), recv_buf_.size(), kRecvAccess);
   if (send_mr_ == nullptr || recv_mr_ == nullptr) return last_errno();
   ibv_qp_init_attr attr{};
   attr.send_cq = cq_;

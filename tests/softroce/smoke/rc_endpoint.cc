@@ -65,7 +65,10 @@ AssertionResult RcEndpoint::create(ibv_context* ctx) {
   if (posix_memalign(reinterpret_cast<void**>(&buf_), 4096, bytes) != 0) {
     return AssertionFailure() << "out of memory";
   }
-  mr_ = ibv_reg_mr(pd_, buf_, bytes, IBV_ACCESS_LOCAL_WRITE);
+  // An int, the type ibv_reg_mr takes: its macro ANDs `access` with IBV_ACCESS_OPTIONAL_RANGE,
+  // an enumerator of another enum, which C++20 deprecates for two enum operands.
+  constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE;
+  mr_ = ibv_reg_mr(pd_, buf_, bytes, kAccess);
   if (!mr_) return errno_failure("ibv_reg_mr", errno);
   return AssertionSuccess();
 }
