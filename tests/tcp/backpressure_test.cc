@@ -2,8 +2,8 @@
 // when reading resumes, writability returns and every byte arrives.
 #include <vector>
 
-#include "tcp/pattern.h"
-#include "tcp/tcp_fixture.h"
+#include "kit/pattern.h"
+#include "kit/tcp_fixture.h"
 
 namespace rmsg {
 namespace {
