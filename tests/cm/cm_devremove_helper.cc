@@ -26,7 +26,7 @@
 #include <optional>
 #include <string>
 
-#include "rdma/verbs_census.h"
+#include "kit/verbs_census.h"
 #include "rmsg/connection_manager.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/log.h"

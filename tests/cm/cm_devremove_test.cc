@@ -9,8 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "rdma/process_util.h"
-#include "rdma/rdma_fixture.h"
+#include "kit/process_util.h"
+#include "kit/rdma_fixture.h"
 
 namespace rmsg::testing {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "rdma/rdma_fixture.h"
+#include "kit/rdma_fixture.h"
 #include "rdmacm/cm_connection.h"
 
 namespace rmsg::testing {

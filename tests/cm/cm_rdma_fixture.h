@@ -6,8 +6,8 @@
 #include <memory>
 #include <optional>
 
-#include "rdma/rdma_fixture.h"
-#include "rdma/verbs_census.h"
+#include "kit/rdma_fixture.h"
+#include "kit/verbs_census.h"
 #include "rmsg/connection_manager.h"
 
 namespace rmsg::testing {

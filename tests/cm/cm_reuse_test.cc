@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "cm_rdma_fixture.h"
-#include "rdma/raw_peer.h"
+#include "kit/raw_peer.h"
 #include "rdma/wire.h"
 #include "verbs/async_events.h"
 #include "verbs/seams.h"

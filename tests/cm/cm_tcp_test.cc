@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "loop/loop_fixture.h"
+#include "kit/loop_fixture.h"
 #include "rmsg/connection_manager.h"
 
 namespace rmsg::testing {

@@ -3,7 +3,7 @@
 #include <thread>
 #include <vector>
 
-#include "loop/loop_fixture.h"
+#include "kit/loop_fixture.h"
 
 namespace rmsg {
 namespace {

@@ -1,7 +1,7 @@
 #include <chrono>
 #include <vector>
 
-#include "loop/loop_fixture.h"
+#include "kit/loop_fixture.h"
 
 namespace rmsg {
 namespace {

@@ -5,9 +5,9 @@
 #include <atomic>
 #include <thread>
 
-#include "raw_peer.h"
+#include "kit/raw_peer.h"
+#include "kit/rdma_fixture.h"
 #include "rdma/wire.h"
-#include "rdma_fixture.h"
 
 namespace rmsg::testing {
 namespace {

@@ -1,7 +1,7 @@
 // Orderly close (FIN after the last byte) versus abortive close, and setup failures.
 #include <gtest/gtest.h>
 
-#include "rdma_fixture.h"
+#include "kit/rdma_fixture.h"
 
 namespace rmsg::testing {
 namespace {

@@ -11,12 +11,12 @@
 #include <fstream>
 #include <functional>
 
-#include "process_util.h"
+#include "kit/process_util.h"
+#include "kit/rdma_fixture.h"
+#include "kit/verbs_census.h"
 #include "rdma/seams.h"
-#include "rdma_fixture.h"
 #include "verbs/async_events.h"
 #include "verbs/seams.h"
-#include "verbs_census.h"
 
 namespace rmsg::testing {
 namespace {

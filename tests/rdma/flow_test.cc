@@ -1,7 +1,7 @@
 // Back-pressure: partial writes, would-block, slow readers; credits keep RNR at zero.
 #include <gtest/gtest.h>
 
-#include "rdma_fixture.h"
+#include "kit/rdma_fixture.h"
 
 namespace rmsg::testing {
 namespace {

@@ -3,8 +3,8 @@
 // fix, and tears down cleanly (the helper exits on its own).
 #include <gtest/gtest.h>
 
-#include "process_util.h"
-#include "rdma_fixture.h"
+#include "kit/process_util.h"
+#include "kit/rdma_fixture.h"
 
 namespace rmsg::testing {
 namespace {

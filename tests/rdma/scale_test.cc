@@ -2,9 +2,9 @@
 // after closing everything the process holds no verbs objects beyond its listener's.
 #include <gtest/gtest.h>
 
-#include "process_util.h"
-#include "rdma_fixture.h"
-#include "verbs_census.h"
+#include "kit/process_util.h"
+#include "kit/rdma_fixture.h"
+#include "kit/verbs_census.h"
 
 namespace rmsg::testing {
 namespace {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "rdma_fixture.h"
+#include "kit/rdma_fixture.h"
 
 namespace rmsg::testing {
 namespace {

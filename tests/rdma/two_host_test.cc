@@ -23,9 +23,9 @@
 #include <sstream>
 #include <string>
 
-#include "rdma_fixture.h"
+#include "kit/rdma_fixture.h"
+#include "kit/verbs_census.h"
 #include "rmsg/rdma.h"
-#include "verbs_census.h"
 
 namespace rmsg::testing {
 namespace {

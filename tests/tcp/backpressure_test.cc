@@ -3,8 +3,8 @@
 #include <tuple>
 #include <vector>
 
-#include "tcp/pattern.h"
-#include "tcp/tcp_fixture.h"
+#include "kit/pattern.h"
+#include "kit/tcp_fixture.h"
 
 namespace rmsg {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tcp/tcp_fixture.h"
+#include "kit/tcp_fixture.h"
 
 namespace rmsg {
 namespace {

@@ -1,4 +1,4 @@
-#include "rdma_fixture.h"
+#include "kit/rdma_fixture.h"
 
 #include <rdma/rdma_cma.h>
 

@@ -1,4 +1,4 @@
-#include "raw_peer.h"
+#include "kit/raw_peer.h"
 
 #include <arpa/inet.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "process_util.h"
+#include "kit/process_util.h"
 
 #include <fcntl.h>
 #include <poll.h>

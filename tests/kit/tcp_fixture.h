@@ -8,7 +8,7 @@
 #include <optional>
 #include <utility>
 
-#include "loop/loop_fixture.h"
+#include "kit/loop_fixture.h"
 #include "rmsg/tcp.h"
 
 namespace rmsg::testing {

@@ -1,4 +1,4 @@
-#include "verbs_census.h"
+#include "kit/verbs_census.h"
 
 #include <unistd.h>
 
