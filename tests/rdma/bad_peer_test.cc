@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "kit/raw_peer.h"
@@ -41,24 +42,28 @@ TEST_F(RdmaBadPeer, OversizedSendFailsOnlyThatStream) {
   RawClient raw;
   std::atomic<int> phase{0};
   int connect_event = -1, send_status = -1;
-  std::thread peer([&] {
+  // The raw peer sends only once the server stream was handed over: an oversized SEND that
+  // arrives before the server saw ESTABLISHED fails the stream during setup, and a stream
+  // that fails during setup is never accepted (that race made this test flaky).
+  std::promise<void> go;
+  std::thread peer([&, go_now = go.get_future()]() mutable {
     connect_event = raw.connect(server, hello());
     phase = 1;
     loop().post([] {});
     if (connect_event == RDMA_CM_EVENT_ESTABLISHED) {
+      go_now.wait();
       // 8 KiB into a 4 KiB receive block: the negotiated limit broken.
       send_status = raw.send(8192, wire::encode_imm(wire::MsgType::data, 0));
     }
     phase = 2;
     loop().post([] {});  // wakes the loop so that it sees the phase
   });
-  // The server stream may be handed over after the raw peer's thread is done (and already
-  // failed by then): wait for it unless the raw connect itself failed.
   const bool accepted = loop().run_for(
       [&] {
-        return !accepted_.empty() || (phase == 2 && connect_event != RDMA_CM_EVENT_ESTABLISHED);
+        return !accepted_.empty() || (phase >= 1 && connect_event != RDMA_CM_EVENT_ESTABLISHED);
       },
       30s);
+  go.set_value();
   if (!accepted || accepted_.empty()) {
     peer.join();
     FAIL() << "raw peer not accepted: event " << connect_event << " " << raw.error;
