@@ -6,8 +6,9 @@
 // and one CLOCK_THREAD_CPUTIME_ID read per callback plus one per such iteration: each
 // reading closes one callback's interval and opens the next one's (so the loop's own
 // bookkeeping between two callbacks is charged to the second). That clock is a system
-// call, so the CPU histogram can be turned off (EventLoopOptions::callback_cpu_time).
-// An iteration that runs nothing (an idle poll) costs a counter store or two.
+// call, so the CPU histogram is opt-in (EventLoopOptions::callback_cpu_time).
+// An iteration that runs nothing (an idle poll) costs a counter store or two; in busy-poll
+// mode, one CLOCK_MONOTONIC read more.
 #pragma once
 
 #include <time.h>
@@ -42,6 +43,24 @@ class LoopStats {
     if (!started_) start();
     callback();
     after_callback();
+  }
+
+  // Runs the busy-poll pollers (`pass` returns how many found work). A pass runs on
+  // every iteration, so it is not CPU-timed (that would be a system call per spin); one
+  // that found work counts as a callback and starts the iteration's dispatch time.
+  template <class F>
+  int poll_pass(F&& pass) {
+    const auto t0 = read_ns(CLOCK_MONOTONIC);
+    const int found = pass();
+    if (found > 0) {
+      callbacks_.add_owned();
+      if (!started_) {
+        started_ = true;
+        wall_start_ = t0;
+        if (cpu_time_) cpu_mark_ = read_ns(CLOCK_THREAD_CPUTIME_ID);
+      }
+    }
+    return found;
   }
 
   // Ends the iteration begun at begin_iteration(): records its dispatch time if it ran anything.

@@ -14,11 +14,6 @@ bool TimerHeap::cancel(TimerId id) {
   return true;
 }
 
-Clock::time_point TimerHeap::next() {
-  drop_stale_top();
-  return heap_.empty() ? Clock::time_point::max() : heap_.top().deadline;
-}
-
 std::shared_ptr<Task> TimerHeap::pop_due(Clock::time_point now) {
   while (!heap_.empty() && heap_.top().deadline <= now) {
     const Entry top = heap_.top();

@@ -20,8 +20,13 @@ class TimerHeap {
   void add(TimerId id, Clock::time_point deadline, Duration period, Task task);
   // True if the timer was pending.
   bool cancel(TimerId id);
-  // The earliest live deadline; time_point::max() when there is none.
-  Clock::time_point next();
+  // The earliest live deadline; time_point::max() when there is none. Inline: an idle
+  // poll asks on every iteration.
+  Clock::time_point next() {
+    if (heap_.empty()) return Clock::time_point::max();
+    drop_stale_top();
+    return heap_.empty() ? Clock::time_point::max() : heap_.top().deadline;
+  }
   // Takes the earliest timer due at `now` (deadline <= now) and returns its task, or null
   // when none is due. A periodic timer is rescheduled to now + period first (no catch-up),
   // so that its task may cancel it.
