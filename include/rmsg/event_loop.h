@@ -92,7 +92,7 @@ class EventLoop {
   // already collected for this watcher in the current iteration are dropped.
   void unwatch(WatchId id);
 
-  // A one-shot timer that fires once now() has reached now() + `delay` (the loop's clock).
+  // A one-shot timer that fires once the loop's clock reaches now() + `delay`.
   TimerId add_timer(Duration delay, Task task);
   // A periodic timer: first fires after `period`, then every `period` (no catch-up burst:
   // a late tick is rescheduled from the time it ran).
