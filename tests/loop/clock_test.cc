@@ -1,8 +1,10 @@
 // The loop's clock (a ManualClock given at create) and its seeded random source.
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "rmsg/event_loop.h"
@@ -140,6 +142,32 @@ TEST_F(ManualClockTest, PostedWorkRunsBeforeTimeSkips) {
   loop().post([&] { posted_at = loop().now(); });
   EXPECT_TRUE(loop().run_for([&] { return timer; }, 10s));
   EXPECT_EQ(posted_at, start());
+}
+
+TEST_F(ManualClockTest, AdvanceOnAnotherThreadThenPostWakesTheLoop) {
+  bool fired = false;
+  loop().add_timer(1s, [&] { fired = true; });
+  std::thread other([&] {
+    clock_->advance(1s);
+    loop().post([] {});  // advancing wakes nobody; the post does
+  });
+  // Unbounded waits: the post ends the first, the due timer makes the next one a poll.
+  while (!fired) ASSERT_TRUE(loop().run_once(Duration(-1)).ok());
+  other.join();
+  EXPECT_EQ(loop().now(), start() + 1s);
+}
+
+TEST_F(ManualClockTest, DueTimersKeepTheEmbeddingFdReadable) {
+  // The clock moves inside a callback: the timer that became due is for the next
+  // iteration, and fd() says so, although the loop's timerfd is not armed.
+  loop().add_timer(1s, [] {});
+  loop().defer([&] { clock_->advance(1s); });
+  ASSERT_TRUE(loop().run_once(0ms).ok());
+  pollfd p{loop().fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 1);
+  auto ran = loop().run_once(0ms);
+  ASSERT_TRUE(ran.ok());
+  EXPECT_EQ(ran.value(), 1);
 }
 
 TEST(LoopClock, DefaultIsSteadyClock) {
