@@ -5,6 +5,16 @@
 //   valgrind --tool=callgrind loop_overhead_bench 100000 on
 // Cases: an idle poll (run_once(0) with nothing to do), and an iteration that runs one
 // deferred task which defers itself again, with the callback CPU clock on and off.
+//
+// Measured (callgrind, instructions per iteration, RelWithDebInfo, GCC 12; "before" is the
+// loop without instrumentation or clock, commit e4b5da4):
+//   idle poll                 107 before, 123 now
+//   one task, cpu clock off   546 before, 664 now (two CLOCK_MONOTONIC reads, the counters)
+//   one task, cpu clock on    546 before, 720 now, plus two CLOCK_THREAD_CPUTIME_ID system
+//                             calls, 0.55-0.65 us each in this KVM guest (CLOCK_MONOTONIC:
+//                             0.05 us): why the CPU clock is opt-in.
+// Wall times on the shared 2-core build machine were too noisy to compare (1.1-2.1 us per
+// one-task iteration either way).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
