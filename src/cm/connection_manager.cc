@@ -48,12 +48,12 @@ void ConnectionManager::Impl::connect(const ConnectionParams& params, ReportCall
 
 void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params, ReportCallback done) {
   ++tcp_pending_;
-  const auto start = Clock::now();
-  auto finish = [weak = weak_from_this(), stats = stats_, start,
+  const auto start = loop_.now();
+  auto finish = [weak = weak_from_this(), stats = stats_, start, loop = &loop_,
                  done = std::move(done)](Result<Stream> r) {
     ConnectReport report;
     report.transport = Transport::tcp;
-    report.total = report.handshake = Clock::now() - start;
+    report.total = report.handshake = loop->now() - start;
     auto self = weak.lock();
     if (!self) {
       r = Errc::cancelled;  // the manager went away meanwhile (the stream closes here)
@@ -96,7 +96,7 @@ void ConnectionManager::Impl::wake_tick() {
 }
 
 void ConnectionManager::Impl::on_tick() {
-  if (rdma_ && rdma_->tick(Clock::now())) return;
+  if (rdma_ && rdma_->tick(loop_.now())) return;
   loop_.cancel_timer(std::exchange(tick_, 0));  // nothing to watch until the next wake
 }
 

@@ -21,6 +21,7 @@ struct PendingConnect {
   ConnectionParams params;
   ConnectionManager::ReportCallback done;
   ConnectReport report;
+  EventLoop* loop = nullptr;  // the clock of the step deadlines and the report's times
   Clock::time_point start, route_at, resources_at;
   rdmacm::CmConnection* conn = nullptr;  // while the connection exists
   Step step = Step::resolving;
@@ -33,7 +34,7 @@ struct PendingConnect {
 };
 
 void PendingConnect::on_step(rdmacm::CmConnection& c, Step s) {
-  const auto now = Clock::now();
+  const auto now = loop->now();
   const RdmaOptions& o = params.rdma;
   if (s == Step::gone) {
     conn = nullptr;
@@ -170,7 +171,8 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionManager::Re
   p->id = ++next_id_;
   p->params = params;
   p->done = std::move(done);
-  p->start = Clock::now();
+  p->loop = &loop_;
+  p->start = loop_.now();
   pending_->emplace(p->id, p);
   wake_tick_();
   auto finish = [table = std::weak_ptr<PendingTable>(pending_), stats = stats_,
@@ -178,7 +180,7 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionManager::Re
     if (auto t = table.lock()) t->erase(p->id);
     if (p->cancelled) r = Errc::cancelled;  // a stream that made it anyway closes here
     if (r.is(Errc::timeout)) r = p->step_timeout();
-    p->report.total = Clock::now() - p->start;
+    p->report.total = p->loop->now() - p->start;
     stats->record(p->report, r.error());
     auto deliver = std::move(p->done);
     deliver(std::move(r), p->report);

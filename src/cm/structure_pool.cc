@@ -164,7 +164,7 @@ void StructurePool::release(rdma::ReleasedStructure r) {
     return destroy(std::move(r.res),
                    r.reusable ? "structures.not_kept" : "structures.not_reusable");
   }
-  const auto deadline = Clock::now() + options_.recycle_timeout;
+  const auto deadline = loop_.now() + options_.recycle_timeout;
   auto recycler = std::make_unique<rdma::Recycler>(
       loop_, channel_, std::move(r), options_.wait_timewait, options_.timewait_limit, deadline,
       [this](rdma::Recycler& done, bool ok) { on_recycled(done, ok); });
@@ -187,7 +187,7 @@ void StructurePool::on_recycled(rdma::Recycler& recycler, bool ok) {
   auto key = keys_.extract(res.get());
   if (!ok || key.empty()) return destroy(std::move(res), "structures.recycle_failed");
   stats_->add("structures.recycled");
-  for (auto& evicted : idle_.put(key.mapped(), std::move(res), Clock::now())) {
+  for (auto& evicted : idle_.put(key.mapped(), std::move(res), loop_.now())) {
     destroy(std::move(evicted), "structures.evicted");
   }
   wake_tick_();

@@ -9,10 +9,13 @@
 #include <cerrno>
 #include <map>
 #include <mutex>
-#include <queue>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "loop/loop_stats.h"
+#include "loop/timer_heap.h"
 
 namespace rmsg {
 namespace {
@@ -56,30 +59,19 @@ class Fd {
 
 class EventLoop::Impl {
  public:
-  Impl(Fd ep, Fd wake, Fd timer)
+  Impl(Fd ep, Fd wake, Fd timer, const EventLoopOptions& options)
       : ep_(std::move(ep)),
         wake_(std::move(wake)),
         timer_(std::move(timer)),
-        owner_(std::this_thread::get_id()) {}
+        owner_(std::this_thread::get_id()),
+        manual_(options.clock),
+        random_(options.seed ? *options.seed : random_seed()),
+        stats_(options.callback_cpu_time) {}
 
   struct Watcher {
     int fd;
     std::uint32_t interest;
     std::shared_ptr<IoCallback> callback;
-  };
-  struct Timer {
-    Clock::time_point deadline;
-    Duration period;  // zero for one-shot
-    std::uint64_t seq;
-    std::shared_ptr<Task> task;
-  };
-  struct HeapEntry {
-    Clock::time_point deadline;
-    std::uint64_t seq;  // tie-break: insertion order; also detects stale entries
-    TimerId id;
-    bool operator>(const HeapEntry& o) const {
-      return deadline != o.deadline ? deadline > o.deadline : seq > o.seq;
-    }
   };
 
   Fd ep_, wake_, timer_;
@@ -87,13 +79,14 @@ class EventLoop::Impl {
   std::atomic<bool> stop_{false};
   std::atomic<bool> wake_signalled_{false};
   bool busy_poll_ = false;
+  const std::shared_ptr<ManualClock> manual_;  // null: steady_clock
+  Random random_;
+  loop::LoopStats stats_;
 
   std::uint64_t next_id_ = 1;
   std::unordered_map<WatchId, Watcher> watchers_;
-  std::unordered_map<TimerId, Timer> timers_;
-  std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<>> heap_;
+  loop::TimerHeap timers_;
   Clock::time_point armed_{Clock::time_point::max()};
-  std::uint64_t timer_seq_ = 0;
   std::vector<Task> deferred_;
   std::map<std::uint64_t, std::shared_ptr<std::function<bool()>>> pollers_;
   std::map<std::uint64_t, Task> destroy_hooks_;
@@ -101,6 +94,13 @@ class EventLoop::Impl {
 
   std::mutex post_mu_;
   std::vector<Task> posted_;
+
+  static std::uint64_t random_seed() {
+    std::random_device rd;
+    return (std::uint64_t{rd()} << 32) ^ rd();
+  }
+
+  Clock::time_point now() const noexcept { return manual_ ? manual_->now() : Clock::now(); }
 
   void signal() {
     if (!wake_signalled_.exchange(true, std::memory_order_acq_rel)) {
@@ -116,14 +116,11 @@ class EventLoop::Impl {
   }
 
   // Keeps the timerfd armed at the earliest live deadline, so that fd() (and so an
-  // embedding loop) wakes for timers with nanosecond precision.
+  // embedding loop) wakes for timers with nanosecond precision. Not with a manual clock:
+  // the kernel cannot wait for its time.
   void rearm_timerfd() {
-    while (!heap_.empty()) {
-      auto it = timers_.find(heap_.top().id);
-      if (it != timers_.end() && it->second.seq == heap_.top().seq) break;
-      heap_.pop();
-    }
-    const auto next = heap_.empty() ? Clock::time_point::max() : heap_.top().deadline;
+    if (manual_) return;
+    const auto next = timers_.next();
     if (next == armed_) return;
     armed_ = next;
     itimerspec spec{};
@@ -138,41 +135,24 @@ class EventLoop::Impl {
 
   TimerId add_timer(Duration delay, Duration period, Task task) {
     const TimerId id = next_id_++;
-    const auto deadline = Clock::now() + delay;
-    const auto seq = ++timer_seq_;
-    timers_.emplace(id, Timer{deadline, period, seq, std::make_shared<Task>(std::move(task))});
-    heap_.push({deadline, seq, id});
+    const auto deadline = now() + delay;
+    timers_.add(id, deadline, period, std::move(task));
     if (deadline < armed_) rearm_timerfd();
     return id;
   }
 
-  // Cancelled timers leave their heap entries behind (cancel is O(1)); rebuild the heap
-  // when they outnumber the live ones, so that churn cannot grow it without bound.
-  void compact_heap() {
-    if (heap_.size() < 64 || heap_.size() < 2 * timers_.size()) return;
-    std::vector<HeapEntry> live;
-    live.reserve(timers_.size());
-    for (const auto& [id, t] : timers_) live.push_back({t.deadline, t.seq, id});
-    heap_ = decltype(heap_)(std::greater<>(), std::move(live));
+  // Reads the clock only when there is a timer (a clock read is most of an idle poll).
+  bool timers_due() {
+    const auto next = timers_.next();
+    return next != Clock::time_point::max() && next <= now();
   }
 
   int fire_timers() {
     int ran = 0;
-    const auto now = Clock::now();
-    while (!heap_.empty() && heap_.top().deadline <= now) {
-      const HeapEntry top = heap_.top();
-      heap_.pop();
-      auto it = timers_.find(top.id);
-      if (it == timers_.end() || it->second.seq != top.seq) continue;  // cancelled / stale
-      auto task = it->second.task;  // keeps the callable alive if it cancels itself
-      if (it->second.period > Duration::zero()) {
-        it->second.deadline = now + it->second.period;
-        it->second.seq = ++timer_seq_;
-        heap_.push({it->second.deadline, it->second.seq, top.id});
-      } else {
-        timers_.erase(it);
-      }
-      (*task)();
+    const auto at = now();
+    while (auto task = timers_.pop_due(at)) {
+      stats_.timer_fired();
+      stats_.run(*task);
       ++ran;
     }
     rearm_timerfd();
@@ -185,28 +165,32 @@ class EventLoop::Impl {
       std::lock_guard lock(post_mu_);
       batch.swap(posted_);
     }
-    for (auto& t : batch) t();
+    stats_.posted(batch.size());
+    for (auto& t : batch) stats_.run(t);
     return static_cast<int>(batch.size());
   }
 
   int run_deferred() {
     std::vector<Task> batch;
     batch.swap(deferred_);
-    for (auto& t : batch) t();
+    for (auto& t : batch) stats_.run(t);
     return static_cast<int>(batch.size());
   }
 
   int run_pollers() {
-    int found = 0;
     std::vector<std::shared_ptr<std::function<bool()>>> snapshot;
     snapshot.reserve(pollers_.size());
     for (auto& [id, p] : pollers_) snapshot.push_back(p);
-    for (auto& p : snapshot) found += (*p)() ? 1 : 0;
-    return found;
+    return stats_.poll_pass([&] {
+      int found = 0;
+      for (auto& p : snapshot) found += (*p)() ? 1 : 0;
+      return found;
+    });
   }
 
-  int wait_ms(Duration timeout) const {
+  int wait_ms(Duration timeout) {
     if (!deferred_.empty() || busy_poll_) return 0;
+    if (manual_ && timers_due()) return 0;
     if (timeout < Duration::zero()) return -1;
     // Round up so that a short timeout does not turn into a busy spin.
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
@@ -215,11 +199,13 @@ class EventLoop::Impl {
 
   Result<int> run_once(Duration timeout) {
     owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-    int ran = busy_poll_ ? run_pollers() : 0;
+    stats_.begin_iteration();
+    int ran = busy_poll_ && !pollers_.empty() ? run_pollers() : 0;
     epoll_event events[kMaxEvents];
     const int n = ::epoll_wait(ep_.get(), events, kMaxEvents, ran > 0 ? 0 : wait_ms(timeout));
     if (n < 0 && errno != EINTR) return errno_code(errno);
-    bool timers_due = false;
+    stats_.woke(n);
+    bool timerfd_fired = false;
     bool woken = false;
     for (int i = 0; i < n; ++i) {
       const std::uint64_t key = events[i].data.u64;
@@ -231,7 +217,7 @@ class EventLoop::Impl {
         std::uint64_t expirations;
         [[maybe_unused]] auto r = ::read(timer_.get(), &expirations, sizeof expirations);
         armed_ = Clock::time_point::max();  // fired: disarmed until rearm_timerfd()
-        timers_due = true;
+        timerfd_fired = true;
         continue;
       }
       auto it = watchers_.find(key);
@@ -239,23 +225,28 @@ class EventLoop::Impl {
       const std::uint32_t ev = from_epoll(events[i].events) & (it->second.interest | kIoError);
       if (ev == 0) continue;
       auto cb = it->second.callback;  // alive even if the callback unwatches itself
-      (*cb)(ev);
+      stats_.run([&] { (*cb)(ev); });
       ++ran;
     }
     if (woken) {
+      stats_.eventfd_woke();
       drain_wake();
       ran += run_posted();
     }
-    if (timers_due || (!heap_.empty() && heap_.top().deadline <= Clock::now())) {
-      ran += fire_timers();
-    }
+    if (timerfd_fired || timers_due()) ran += fire_timers();
     ran += run_deferred();
-    if (!deferred_.empty()) signal();  // keeps fd() readable for an embedding loop
+    // Keeps fd() readable for an embedding loop.
+    if (!deferred_.empty() || (manual_ && timers_due())) signal();
+    stats_.end_iteration();
     return ran;
   }
 };
 
 Result<std::unique_ptr<EventLoop>> EventLoop::create() {
+  return create(EventLoopOptions{});
+}
+
+Result<std::unique_ptr<EventLoop>> EventLoop::create(const EventLoopOptions& options) {
   Fd ep(::epoll_create1(EPOLL_CLOEXEC));
   if (ep.get() < 0) return errno_code(errno);
   Fd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -268,7 +259,7 @@ Result<std::unique_ptr<EventLoop>> EventLoop::create() {
   if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, wake.get(), &ev) < 0) return errno_code(errno);
   ev.data.u64 = kTimerKey;
   if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, timer.get(), &ev) < 0) return errno_code(errno);
-  auto impl = std::make_unique<Impl>(std::move(ep), std::move(wake), std::move(timer));
+  auto impl = std::make_unique<Impl>(std::move(ep), std::move(wake), std::move(timer), options);
   return std::unique_ptr<EventLoop>(new EventLoop(std::move(impl)));
 }
 
@@ -364,9 +355,7 @@ TimerId EventLoop::add_periodic(Duration period, Task task) {
 }
 
 bool EventLoop::cancel_timer(TimerId id) {
-  if (impl_->timers_.erase(id) == 0) return false;
-  impl_->compact_heap();
-  return true;
+  return impl_->timers_.cancel(id);
 }
 
 void EventLoop::defer(Task task) {
@@ -404,17 +393,35 @@ bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point d
   if (done()) return true;
   // One loop timer for the deadline instead of a timeout on every epoll_wait: a timed
   // epoll_wait arms a kernel timer per sleep, which costs about a microsecond a wakeup.
-  const auto now = Clock::now();
+  const auto now = impl_->now();
   bool expired = now >= deadline;
   // A far deadline (time_point::max() included) means no guard timer: deadline - now
   // would overflow.
   const bool far = deadline > now + std::chrono::hours(24 * 365);
   const TimerId guard = far ? 0 : add_timer(deadline - now, [&expired] { expired = true; });
+  const auto& manual = impl_->manual_;
   while (!done() && !expired) {
-    if (!impl_->run_once(Duration(-1))) break;
+    // Virtual time: poll, and skip to the next timer (the guard at the latest) when idle.
+    // With no timer at all there is nothing to skip to: wait for I/O and posts.
+    const bool skip = manual && impl_->timers_.next() != Clock::time_point::max();
+    auto ran = impl_->run_once(skip ? Duration::zero() : Duration(-1));
+    if (!ran) break;
+    if (skip && ran.value() == 0) manual->advance_to(impl_->timers_.next());
   }
   if (guard != 0) cancel_timer(guard);
   return done();
+}
+
+Clock::time_point EventLoop::now() const noexcept {
+  return impl_->now();
+}
+
+Random& EventLoop::random() noexcept {
+  return impl_->random_;
+}
+
+const CounterSet& EventLoop::counters() const noexcept {
+  return impl_->stats_.set();
 }
 
 void EventLoop::set_busy_poll(bool on) noexcept {

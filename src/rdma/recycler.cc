@@ -127,7 +127,7 @@ void Recycler::after_reaped() {
   if (!modify_state(res_->qp.get(), IBV_QPS_RESET)) return finish(false);
   if (wait_timewait_ && !timewait_exited_) {
     phase_ = Phase::timewait;
-    timewait_deadline_ = Clock::now() + timewait_limit_;
+    timewait_deadline_ = loop_.now() + timewait_limit_;
     return;
   }
   finish(true);

@@ -1,0 +1,94 @@
+// LoopStats: the loop's instrumentation (the entries EventLoop::counters() documents).
+// Written on the loop thread only (add_owned / Histogram::record: no atomic
+// read-modify-write); any thread may read the set.
+//
+// Cost: two CLOCK_MONOTONIC reads per iteration that runs a callback (vDSO, no syscall)
+// and one CLOCK_THREAD_CPUTIME_ID read per callback plus one per such iteration: each
+// reading closes one callback's interval and opens the next one's (so the loop's own
+// bookkeeping between two callbacks is charged to the second). That clock is a system
+// call, so the CPU histogram is opt-in (EventLoopOptions::callback_cpu_time).
+// An iteration that runs nothing (an idle poll) costs a counter store or two; in busy-poll
+// mode, one CLOCK_MONOTONIC read more.
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+
+#include "rmsg/counters.h"
+
+namespace rmsg::loop {
+
+class LoopStats {
+ public:
+  explicit LoopStats(bool cpu_time);
+
+  const CounterSet& set() const noexcept { return set_; }
+
+  void begin_iteration() noexcept {
+    iterations_.add_owned();
+    started_ = false;
+  }
+  // epoll_wait returned `events` events (0: a timeout or an interrupted wait).
+  void woke(int events) noexcept {
+    if (events > 0) wakeups_.add_owned();
+  }
+  void eventfd_woke() noexcept { eventfd_wakeups_.add_owned(); }
+  void posted(std::uint64_t n) noexcept { posted_.add_owned(n); }
+  void timer_fired() noexcept { timers_fired_.add_owned(); }
+
+  // Runs one callback and accounts for it.
+  template <class F>
+  void run(F&& callback) {
+    if (!started_) start();
+    callback();
+    after_callback();
+  }
+
+  // Runs the busy-poll pollers (`pass` returns how many found work). A pass runs on
+  // every iteration, so it is not CPU-timed (that would be a system call per spin); one
+  // that found work counts as a callback and starts the iteration's dispatch time.
+  template <class F>
+  int poll_pass(F&& pass) {
+    const auto t0 = read_ns(CLOCK_MONOTONIC);
+    const int found = pass();
+    if (found > 0) {
+      callbacks_.add_owned();
+      if (!started_) {
+        started_ = true;
+        wall_start_ = t0;
+        if (cpu_time_) cpu_mark_ = read_ns(CLOCK_THREAD_CPUTIME_ID);
+      }
+    }
+    return found;
+  }
+
+  // Ends the iteration begun at begin_iteration(): records its dispatch time if it ran anything.
+  void end_iteration() noexcept;
+
+ private:
+  static std::uint64_t read_ns(clockid_t clock) noexcept {
+    timespec ts;
+    ::clock_gettime(clock, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+  }
+  void start() noexcept;
+  void after_callback() noexcept;
+
+  CounterSet set_;
+  Counter& iterations_;
+  Counter& callbacks_;
+  Counter& wakeups_;
+  Counter& eventfd_wakeups_;
+  Counter& posted_;
+  Counter& timers_fired_;
+  Histogram& iteration_ns_;
+  Histogram& callback_cpu_ns_;
+  const bool cpu_time_;
+  bool started_ = false;          // a callback ran in this iteration
+  std::uint64_t wall_start_ = 0;  // CLOCK_MONOTONIC at the first callback
+  std::uint64_t cpu_mark_ = 0;    // thread CPU time at the end of the previous callback
+};
+
+}  // namespace rmsg::loop
