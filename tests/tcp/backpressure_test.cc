@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kit/pattern.h"
+#include "kit/seed.h"
 #include "kit/tcp_fixture.h"
 
 namespace rmsg {
@@ -15,7 +16,7 @@ using testing::TcpTest;
 TEST_F(TcpTest, WriterSeesWouldBlockUntilReaderResumes) {
   auto [client, server] = connect_pair();
   ASSERT_TRUE(client.valid() && server.valid());
-  const Pattern pattern(testing::test_seed("tcp backpressure"));
+  const Pattern pattern(testing::seed_for("tcp backpressure"));
 
   // Fill: the reader is not reading, so the socket buffers must run out.
   constexpr std::uint64_t kSanityLimit = 1ull << 30;
