@@ -12,7 +12,9 @@
 //   - close() (or destroying the Stream) is abortive: bytes not yet delivered are dropped
 //     and the peer fails with Errc::connection_reset after the bytes it had already
 //     received (read() returns those first). As with TCP, a connection already finished in
-//     both directions (our shutdown_write() done and EOF read) closes quietly.
+//     both directions (our shutdown_write() done and EOF read) closes quietly. As with RDMA
+//     and TCP, a peer that had already received our EOF reads the rest and EOF, and its
+//     writes fail with Errc::peer_closed.
 //   - A stream failed by an injected fault fails with the injected error; its peer fails
 //     with Errc::connection_reset (the connection is gone for both, as on a real transport).
 //   - transport() is "loopback"; addresses are "name:port" (the connecting side's name is

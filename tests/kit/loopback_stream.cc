@@ -23,6 +23,11 @@ void LoopbackPipe::drop_undelivered() {
   if (!fin_ready) fin = false;
 }
 
+bool LoopbackPipe::eof_delivered() const {
+  return fin_ready &&
+         std::all_of(chunks.begin(), chunks.end(), [](const Chunk& c) { return c.ready; });
+}
+
 void LoopbackPipe::clear() {
   chunks.clear();
   queued = 0;
@@ -75,6 +80,7 @@ Result<std::size_t> LoopbackStream::writev(std::span<const std::span<const std::
 Result<std::size_t> LoopbackStream::write_limit(std::size_t want) {
   if (error_) return error_;
   if (write_shut_) return Errc::shutdown;
+  if (peer_gone_) return Errc::peer_closed;
   if (faults_) {
     auto& rule = faults_->write_rule();
     if (rule && write_total_ >= rule.after) {
@@ -187,8 +193,16 @@ void LoopbackStream::close() {
   const bool quiet = write_shut_ && eof_read_ && !error_;
   in().clear();
   link_->end[side_] = nullptr;
-  if (auto* p = peer(); p != nullptr && !quiet)
-    p->peer_failed(make_error_code(Errc::connection_reset));
+  if (auto* p = peer(); p != nullptr && !quiet) p->peer_closed();
+}
+
+// As RDMA (docs/protocol.md, Close) and TCP (an RST in CLOSE_WAIT is EPIPE): a stream that
+// had received the closing peer's EOF reads the rest and EOF; only its writes fail.
+void LoopbackStream::peer_closed() {
+  if (error_ || closed_) return;
+  if (!in().eof_delivered()) return peer_failed(make_error_code(Errc::connection_reset));
+  peer_gone_ = true;
+  schedule_notify();
 }
 
 void LoopbackStream::fail(std::error_code ec) {
@@ -219,7 +233,7 @@ bool LoopbackStream::readable_now() const {
 }
 
 bool LoopbackStream::writable_now() const {
-  if (error_ || write_shut_ || link_->pipe[side_].space() > 0) return true;
+  if (error_ || write_shut_ || peer_gone_ || link_->pipe[side_].space() > 0) return true;
   return faults_ && faults_->write_rule() && write_total_ >= faults_->write_rule().after;
 }
 

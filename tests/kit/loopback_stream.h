@@ -33,6 +33,7 @@ struct LoopbackPipe {
 
   bool has_ready_bytes() const { return !chunks.empty() && chunks.front().ready; }
   bool at_eof() const { return chunks.empty() && fin_ready; }
+  bool eof_delivered() const;  // EOF and every byte before it are readable
   std::size_t space() const { return capacity > queued ? capacity - queued : 0; }
   void deliver_up_to(std::uint64_t seq);
   void drop_undelivered();
@@ -72,6 +73,7 @@ class LoopbackStream final : public StreamImpl {
   // Called by the other end, a fault or a delivery timer.
   void fail(std::error_code ec);         // this end fails (an injected fault), the peer is reset
   void peer_failed(std::error_code ec);  // keeps what was delivered, drops the rest
+  void peer_closed();                    // the peer's close(): a reset, or EOF then peer_closed
   void schedule_notify();
 
  private:
@@ -95,6 +97,7 @@ class LoopbackStream final : public StreamImpl {
   bool closed_ = false;
   bool write_shut_ = false;
   bool eof_read_ = false;
+  bool peer_gone_ = false;  // the peer closed after its EOF reached us: writes fail
   bool notify_scheduled_ = false;
   std::size_t read_total_ = 0;
   std::size_t write_total_ = 0;

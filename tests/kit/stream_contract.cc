@@ -358,6 +358,33 @@ TEST_P(StreamContract, CloseGivesThePeerConnectionReset) {
   EXPECT_EQ(b.read({&byte, 1}).error(), make_error_code(Errc::connection_reset));
 }
 
+// "Errc::peer_closed: write after the peer closed its reading side": a peer that shut
+// down its side, had its EOF read, then closed. Every transport lets the EOF stand here
+// (RDMA: docs/protocol.md, Close; TCP: an RST in CLOSE_WAIT is EPIPE), so no reset.
+TEST_P(StreamContract, CloseAfterShutdownWriteLeavesEofAndFailsWritesWithPeerClosed) {
+  auto [a, b] = connect_pair();
+  ASSERT_TRUE(a && b);
+  const auto data = random_data(5000, "data");
+  auto w = a.write(data);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  ASSERT_EQ(*w, data.size());
+  ASSERT_TRUE(a.shutdown_write().ok());
+  Receiver rb(b, "reads");
+  ASSERT_TRUE(loop().run_for([&] { return rb.finished(); }, kDeadline));
+  ASSERT_TRUE(rb.eof) << rb.error.message();
+  EXPECT_TRUE(rb.got == data);
+  a.close();
+  // Writes go through until the close reaches b; then they fail.
+  std::error_code write_error;
+  ASSERT_TRUE(loop().run_for(
+      [&] {
+        write_error = b.write(as_bytes("?")).error();
+        return write_error && write_error != make_error_code(Errc::would_block);
+      },
+      kDeadline));
+  EXPECT_EQ(write_error, make_error_code(Errc::peer_closed)) << write_error.message();
+}
+
 // "On an empty handle (default-constructed or moved from), write(), read() and
 // shutdown_write() return Errc::closed, the callback setters and close() do nothing,
 // error() is Errc::closed, transport() "none" and the addresses empty."
