@@ -1,34 +1,18 @@
 // Test data for byte-exact transfers: byte i of a stream is pattern[i % kLength], where
 // the pattern is random and its length a prime, so a lost, doubled or reordered chunk
-// shows up unless it happens to be a multiple of ~1 MB long.
+// shows up unless it happens to be a multiple of ~1 MB long. Seed it from kit/seed.h.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <random>
 #include <span>
-#include <string>
 #include <vector>
 
 namespace rmsg::testing {
-
-// The seed for a test's randomness: RMSG_TEST_SEED if set, else random. Printed, so that a
-// failure can be replayed.
-inline std::uint64_t test_seed(const char* what) {
-  std::uint64_t seed = 0;
-  if (const char* env = std::getenv("RMSG_TEST_SEED"); env != nullptr) {
-    seed = std::strtoull(env, nullptr, 0);
-  } else {
-    seed = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-  }
-  std::cout << "[ seed     ] " << what << ": RMSG_TEST_SEED=" << seed << std::endl;
-  return seed;
-}
 
 // Log-uniform in [lo, hi]: small and large values equally likely per order of magnitude.
 inline std::size_t log_uniform(std::mt19937_64& rng, std::size_t lo, std::size_t hi) {

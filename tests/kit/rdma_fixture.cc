@@ -2,9 +2,10 @@
 
 #include <rdma/rdma_cma.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+
+#include "kit/seed.h"
 
 namespace rmsg::testing {
 
@@ -23,9 +24,7 @@ std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
 }
 
 std::uint32_t fresh_seed(const char* what) {
-  const std::uint32_t seed = std::random_device{}();
-  std::printf("[ seed ] %s: %u\n", what, seed);
-  return seed;
+  return static_cast<std::uint32_t>(seed_for(what));
 }
 
 std::chrono::nanoseconds retry_bound(const RdmaOptions& o) {

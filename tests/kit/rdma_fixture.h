@@ -22,8 +22,10 @@ namespace rmsg::testing {
 
 // Options for tests: rnr_retry 0 on both sides, so any RNR is an error a test sees.
 RdmaOptions test_options();
-// Seeded random bytes; the seed is printed so a failure can be replayed.
+// Seeded random bytes.
 std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed);
+// A seed for `what` in the running test: seed_for(what) of kit/seed.h, so RMSG_TEST_SEED
+// replays it (rmsg_test_main prints it at start).
 std::uint32_t fresh_seed(const char* what);
 // The rxe port counters of RNR events (sum), or -1 when the counters are not readable.
 long long rnr_counter_sum();

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kit/pattern.h"
+#include "kit/seed.h"
 #include "kit/tcp_fixture.h"
 
 namespace rmsg {
@@ -20,7 +21,7 @@ TEST_F(TcpTest, WriterSeesWouldBlockUntilReaderResumes) {
   Stream server;
   std::tie(client, server) = connect_pair();
   ASSERT_TRUE(client.valid() && server.valid());
-  const Pattern pattern(testing::test_seed("tcp backpressure"));
+  const Pattern pattern(testing::seed_for("tcp backpressure"));
 
   // Fill: the reader is not reading, so the socket buffers must run out.
   constexpr std::uint64_t kSanityLimit = 1ull << 30;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kit/pattern.h"
+#include "kit/seed.h"
 #include "kit/tcp_fixture.h"
 
 namespace rmsg {
@@ -34,7 +35,7 @@ TEST_F(TcpTest, OrderlyShutdownDeliversEveryByteBeforeEof) {
   auto [client, server] = connect_pair();
   ASSERT_TRUE(client.valid() && server.valid());
   // Queue as much as the socket takes, so bytes are still in flight when we shut down.
-  const Pattern pattern(testing::test_seed("tcp shutdown"));
+  const Pattern pattern(testing::seed_for("tcp shutdown"));
   std::uint64_t sent = 0;
   for (;;) {
     auto n = client.write(pattern.at(sent, 65536));

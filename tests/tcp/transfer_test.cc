@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kit/pattern.h"
+#include "kit/seed.h"
 #include "kit/tcp_fixture.h"
 
 namespace rmsg {
@@ -71,7 +72,7 @@ TransferResult transfer(EventLoop& loop, Stream& w, Stream& r, std::uint64_t tot
 }
 
 TEST_F(TcpTest, RandomSizesAreByteExactWithRandomChunking) {
-  const auto seed = testing::test_seed("tcp transfer");
+  const auto seed = testing::seed_for("tcp transfer");
   std::mt19937_64 rng(seed);
   const Pattern pattern(rng());
   std::vector<std::uint64_t> sizes = {1, kMaxSize};
@@ -100,7 +101,7 @@ TEST_F(TcpTest, SmallBuffersStillTransferExactly) {
   TcpOptions opt;
   opt.send_buffer = 16384;
   opt.recv_buffer = 16384;
-  const auto seed = testing::test_seed("tcp small buffers");
+  const auto seed = testing::seed_for("tcp small buffers");
   const Pattern pattern(seed);
   auto [client, server] = connect_pair(opt);
   ASSERT_TRUE(client.valid() && server.valid());
