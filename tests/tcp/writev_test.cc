@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "pattern.h"
@@ -52,7 +53,8 @@ TEST_F(TcpTest, WritevOfManyOddPartsIsByteExactUnderBackpressure) {
   TcpOptions opts;
   opts.send_buffer = 16 * 1024;  // small: writes are often partly accepted
   opts.recv_buffer = 16 * 1024;
-  auto [client, server] = connect_pair(opts);
+  Stream client, server;  // named: lambdas capture them (clang 14 lacks P1381)
+  std::tie(client, server) = connect_pair(opts);
   ASSERT_TRUE(client.valid() && server.valid());
   const Pattern pattern(seed);
   const std::size_t kBytes = 4 << 20;
@@ -110,7 +112,8 @@ TEST_F(TcpTest, WritevOfManyOddPartsIsByteExactUnderBackpressure) {
 }
 
 TEST_F(TcpTest, WritevOffersAtMostIovMaxParts) {
-  auto [client, server] = connect_pair();
+  Stream client, server;  // named: lambdas capture them (clang 14 lacks P1381)
+  std::tie(client, server) = connect_pair();
   ASSERT_TRUE(client.valid() && server.valid());
   const std::size_t kParts = IOV_MAX + 100;
   std::vector<std::byte> data(kParts);
@@ -137,7 +140,8 @@ TEST_F(TcpTest, WritevOffersAtMostIovMaxParts) {
 }
 
 TEST_F(TcpTest, WritevSkipsEmptyPartsAndReturnsZeroForNone) {
-  auto [client, server] = connect_pair();
+  Stream client, server;  // named: lambdas capture them (clang 14 lacks P1381)
+  std::tie(client, server) = connect_pair();
   ASSERT_TRUE(client.valid() && server.valid());
   EXPECT_EQ(client.writev({}).value(), 0u);
   const Parts empties(5);
@@ -161,7 +165,8 @@ TEST_F(TcpTest, WritevSkipsEmptyPartsAndReturnsZeroForNone) {
 }
 
 TEST_F(TcpTest, WritevFailsAsWriteDoes) {
-  auto [client, server] = connect_pair();
+  Stream client, server;  // named: lambdas capture them (clang 14 lacks P1381)
+  std::tie(client, server) = connect_pair();
   ASSERT_TRUE(client.valid() && server.valid());
   const char x[] = "xyz";
   const Parts parts{std::as_bytes(std::span(x, 3))};
@@ -177,7 +182,8 @@ TEST_F(TcpTest, WritevFailsAsWriteDoes) {
   EXPECT_TRUE(ec == Errc::connection_reset || ec == Errc::peer_closed) << ec.message();
   EXPECT_EQ(client.writev(parts).error(), client.write(x, 3).error());  // sticky, the same
 
-  auto [c2, s2] = connect_pair();
+  Stream c2, s2;  // named: lambdas capture them (clang 14 lacks P1381)
+  std::tie(c2, s2) = connect_pair();
   ASSERT_TRUE(c2.valid() && s2.valid());
   ASSERT_TRUE(c2.shutdown_write().ok());
   EXPECT_TRUE(c2.writev(parts).is(Errc::shutdown));
