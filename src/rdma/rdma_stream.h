@@ -66,7 +66,8 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
 
   Result<std::size_t> write(std::span<const std::byte> data) override;
   // As write() of the parts' concatenation: the same blocks, messages and chains, the
-  // bytes copied from each part straight into the send blocks.
+  // bytes copied from each part straight into the send blocks. Only empty parts return 0
+  // (closed: Errc::closed).
   Result<std::size_t> writev(std::span<const std::span<const std::byte>> parts) override;
   Result<std::size_t> read(std::span<std::byte> buf) override;
   void on_readable(Task callback) override;

@@ -43,7 +43,7 @@ Result<std::size_t> TcpStream::write(std::span<const std::byte> data) {
 }
 
 Result<std::size_t> TcpStream::writev(std::span<const std::span<const std::byte>> parts) {
-  RMSG_TRY(check_writable());
+  if (closed_) return Errc::closed;
   // On the stack (16 KiB at IOV_MAX 1024): no allocation per call.
   std::array<iovec, IOV_MAX> iov;
   std::size_t count = 0;
@@ -53,7 +53,8 @@ Result<std::size_t> TcpStream::writev(std::span<const std::span<const std::byte>
     // iovec's base is not const; sendmsg only reads through it.
     iov[count++] = {const_cast<std::byte*>(part.data()), part.size()};
   }
-  if (count == 0) return std::size_t{0};
+  if (count == 0) return std::size_t{0};  // nothing asked: 0 in every state but closed
+  RMSG_TRY(check_writable());
   msghdr msg{};
   msg.msg_iov = iov.data();
   msg.msg_iovlen = count;

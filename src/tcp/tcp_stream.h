@@ -29,7 +29,8 @@ class TcpStream final : public StreamImpl {
   Result<std::size_t> write(std::span<const std::byte> data) override;
   // One sendmsg(2) over the non-empty parts (writev(2) with MSG_NOSIGNAL: no SIGPIPE), at
   // most IOV_MAX of them: with more, only that many are offered and the count accepted is
-  // a prefix at most their sum. Errors as write().
+  // a prefix at most their sum. Errors as write(); only empty parts return 0 (closed:
+  // Errc::closed), as on the RDMA stream.
   Result<std::size_t> writev(std::span<const std::span<const std::byte>> parts) override;
   Result<std::size_t> read(std::span<std::byte> buf) override;
   void on_readable(Task callback) override;
