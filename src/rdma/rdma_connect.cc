@@ -53,6 +53,11 @@ ibv_qp* rdma::stream_qp(const Stream& stream) {
   return s != nullptr && s->res_ ? s->res_->qp.get() : nullptr;
 }
 
+std::uint32_t rdma::stream_features(const Stream& stream) {
+  const auto* s = detail::StreamAccess::as<const rdma::RdmaStream>(stream);
+  return s != nullptr ? s->features_ : 0;
+}
+
 bool rdma_device_available() {
   return verbs::any_active_port();
 }

@@ -3,11 +3,13 @@
 // Setup (stream_setup.cc) runs through rdmacm::CmConnection; this class is its delegate and
 // obtains its ConnResources through ResourceHooks at the CM's seam. The data path
 // (stream_datapath.cc):
-//   send  a ring of K blocks; write() reaps the send CQ only when the free blocks do not
-//         cover the bytes asked (S2.3/S2.4), copies into blocks by index (S2.5) and posts
-//         one SEND_WITH_IMM per block, selectively signalled: a WR is signalled when it
-//         takes the last free block or the send queue's last data slot, or every K/2 WRs,
-//         so a blocked writer always has a completion coming that frees space.
+//   send  a ring of K blocks; write() (and writev(), its gather form) reaps the send CQ
+//         only when the free blocks do not cover the bytes asked (S2.3/S2.4), copies
+//         into blocks by index (S2.5) and posts one SEND_WITH_IMM per block (a write's
+//         SENDs go in chains of up to 16 WRs, one ibv_post_send each), selectively
+//         signalled: a WR is signalled when it takes the last free block or the send
+//         queue's last data slot, or every K/2 WRs, so a blocked writer always has a
+//         completion coming that frees space.
 //   recv  R blocks, all posted before connect/accept; completions queue blocks with their
 //         lengths; read() copies across blocks and re-posts each consumed one (S2.6). An
 //         invalid completion fails this stream only.
@@ -59,8 +61,14 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   const CounterSet* counters() const { return counters_ ? &counters_->set() : nullptr; }
   // The QP while the stream holds its resources, else null (rdma/seams.h).
   friend ibv_qp* stream_qp(const Stream& stream);
+  // The features negotiated from the hellos (rdma/seams.h).
+  friend std::uint32_t stream_features(const Stream& stream);
 
   Result<std::size_t> write(std::span<const std::byte> data) override;
+  // As write() of the parts' concatenation: the same blocks, messages and chains, the
+  // bytes copied from each part straight into the send blocks. Only empty parts return 0
+  // (closed: Errc::closed).
+  Result<std::size_t> writev(std::span<const std::span<const std::byte>> parts) override;
   Result<std::size_t> read(std::span<std::byte> buf) override;
   void on_readable(Task callback) override;
   void on_writable(Task callback) override;
@@ -117,6 +125,8 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   void on_send_completion(const ibv_wc& wc);
   void on_recv_completion(const ibv_wc& wc);
   struct SendChain;
+  class GatherSource;
+  Result<std::size_t> send_data(GatherSource& src);
   Result<std::size_t> write_failed(std::error_code ec, std::size_t posted);
   Result<void> post_message(wire::MsgType type, const std::byte* src, std::uint32_t len);
   void stage_message(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len);
@@ -141,8 +151,9 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   Geometry geometry_;
   ResourceHooks hooks_;
   std::shared_ptr<rdmacm::CmChannel> channel_;
+  std::uint32_t advertised_ = 0;  // feature bits our hello sets
   std::unique_ptr<ConnResources> res_;
-  std::array<std::byte, wire::kHelloSize> hello_{};
+  wire::HelloBytes hello_;
   SetupDone setup_done_;
   Task on_readable_;
   Task on_writable_;
@@ -150,6 +161,7 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   // negotiated
   std::uint32_t max_message_ = 0;
   std::uint32_t peer_recv_blocks_ = 0;
+  std::uint32_t features_ = 0;  // both hellos set these bits (wire.h, Feature bits)
   Credits credits_;
 
   // send ring and send queue (monotonic counters; block index = counter % K)

@@ -28,11 +28,11 @@ Result<verbs::Qp> create_qp_probing_inline(ConnResources& r) {
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   // Devices do not report their inline limit (rxe: 512; more fails with EINVAL): halve
-  // the request until the QP is created.
+  // the request until the QP is created. Any other error is not about the inline size.
   for (std::uint32_t want = r.geometry.inline_size;; want /= 2) {
     attr.cap.max_inline_data = want;
     auto qp = verbs::create_qp(r.pd->get(), attr);
-    if (qp || want == 0) {
+    if (qp || want == 0 || qp.error() != std::errc::invalid_argument) {
       if (qp) r.inline_granted = attr.cap.max_inline_data;
       return qp;
     }

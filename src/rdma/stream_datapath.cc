@@ -25,21 +25,67 @@ struct RdmaStream::SendChain {
   bool full() const noexcept { return n == kMax; }
 };
 
+// The bytes of a gather write, copied out block by block in order; the caller's spans
+// are read in place (no concatenation first).
+class RdmaStream::GatherSource {
+ public:
+  explicit GatherSource(std::span<const std::span<const std::byte>> parts) : parts_(parts) {
+    for (const auto p : parts) size_ += p.size();
+  }
+  std::size_t size() const noexcept { return size_; }
+  // Copies the next `len` bytes (len <= what is left) to `dst`.
+  void copy_to(std::byte* dst, std::size_t len) noexcept {
+    while (len > 0) {
+      const auto part = parts_[part_];
+      const std::size_t n = std::min(len, part.size() - offset_);
+      if (n > 0) std::memcpy(dst, part.data() + offset_, n);  // n == 0: data() may be null
+      dst += n;
+      len -= n;
+      offset_ += n;
+      if (offset_ == part.size()) {
+        ++part_;
+        offset_ = 0;
+      }
+    }
+  }
+
+ private:
+  std::span<const std::span<const std::byte>> parts_;
+  std::size_t size_ = 0;
+  std::size_t part_ = 0;
+  std::size_t offset_ = 0;
+};
+
 Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
   if (closed_) return Errc::closed;
   if (data.empty()) return Errc::invalid_argument;
+  GatherSource src({&data, 1});
+  return send_data(src);
+}
+
+Result<std::size_t> RdmaStream::writev(std::span<const std::span<const std::byte>> parts) {
+  if (closed_) return Errc::closed;
+  GatherSource src(parts);
+  if (src.size() == 0) return std::size_t{0};
+  return send_data(src);
+}
+
+// write and writev: the bytes go into as many blocks as fit now (credits, free blocks,
+// SQ slots), one SEND each, and every chain of up to SendChain::kMax is one post.
+Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
   if (error_) return error_;
   if (shutdown_) return Errc::shutdown;
   if (peer_gone_) return Errc::peer_closed;
   if (!established_) return Errc::not_connected;
+  const std::size_t size = src.size();
   // S2.3/S2.4: reap only when the free blocks cannot take everything asked for.
-  const std::size_t blocks_needed = (data.size() + max_message_ - 1) / max_message_;
+  const std::size_t blocks_needed = (size + max_message_ - 1) / max_message_;
   if (free_blocks() < blocks_needed || sq_free() < blocks_needed + 1) poll_send_cq();
   if (error_) return error_;  // a bad completion just reaped
   SendChain chain;
   std::size_t staged = 0;  // bytes in the chain
   std::size_t done = 0;    // bytes posted
-  while (done + staged < data.size()) {
+  while (done + staged < size) {
     if (!credits_.can_send_data()) {
       ++stats_.credit_stalls;
       counters_->credit_stalls.add();
@@ -51,10 +97,9 @@ Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
       done += std::exchange(staged, 0);
     }
     const std::size_t at = done + staged;
-    const auto len =
-        static_cast<std::uint32_t>(std::min<std::size_t>(max_message_, data.size() - at));
+    const auto len = static_cast<std::uint32_t>(std::min<std::size_t>(max_message_, size - at));
     std::byte* block = res_->send_block(send_head_ % geometry_.send_block_count);
-    std::memcpy(block, data.data() + at, len);  // S2.5: by block index
+    src.copy_to(block, len);  // S2.5: by block index
     stage_message(chain, wire::MsgType::data, block, len);
     staged += len;
   }

@@ -1,12 +1,20 @@
 // RdmaStream: control path — the CM delegate (the resource seam, handshake private data,
 // negotiation), completion-channel watching, close and teardown.
+#include <atomic>
 #include <cerrno>
 
 #include "rdma/rdma_stream.h"
+#include "rdma/seams.h"
 #include "rmsg/log.h"
 
 namespace rmsg::rdma {
 namespace {
+
+std::atomic<std::uint32_t> extra_features{0};  // set_extra_hello_features (tests)
+
+std::uint32_t advertised_features() {
+  return wire::kKnownFeatures | extra_features.load(std::memory_order_relaxed);
+}
 
 constexpr int kRejectConsumerDefined = 28;  // IB CM: rejected by the peer application
 constexpr int kRejectInvalidServiceId = 8;  // IB CM: nothing listens on that port
@@ -41,7 +49,8 @@ RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geomet
       options_(options),
       geometry_(geometry),
       hooks_(std::move(hooks)),
-      channel_(std::move(channel)) {}
+      channel_(std::move(channel)),
+      advertised_(advertised_features()) {}
 
 RdmaStream::~RdmaStream() {
   close();
@@ -66,7 +75,12 @@ Result<void> RdmaStream::start_accept(const rdma_cm_event& request, const wire::
   return cm_->accept(request);
 }
 
+void set_extra_hello_features(std::uint32_t bits) {
+  extra_features.store(bits, std::memory_order_relaxed);
+}
+
 void RdmaStream::negotiate(const wire::Hello& peer) {
+  features_ = advertised_ & peer.features;
   max_message_ = std::min(geometry_.send_block_size, peer.recv_block_size);
   peer_recv_blocks_ = peer.recv_block_count;
   credits_.reset(peer.recv_block_count, geometry_.recv_block_count);
@@ -88,6 +102,7 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   h.send_block_count = geometry_.send_block_count;
   h.inline_size = res_->inline_granted;
   h.epoch = res_->epoch();
+  h.features = advertised_;
   hello_ = wire::encode_hello(h);
   return res_->qp.get();
 }

@@ -20,21 +20,54 @@ std::uint32_t get32(const std::byte* p) {
 
 }  // namespace
 
-std::array<std::byte, kHelloSize> encode_hello(const Hello& h) {
-  std::array<std::byte, kHelloSize> out{};
-  put32(&out[0], kMagic);
-  out[4] = std::byte{h.version};
-  out[5] = std::byte{kHelloSize};
-  out[6] = static_cast<std::byte>(h.kind);
-  out[7] = static_cast<std::byte>(h.reason);
-  put32(&out[8], h.recv_block_size);
-  put32(&out[12], h.recv_block_count);
-  put32(&out[16], h.send_block_size);
-  put32(&out[20], h.send_block_count);
-  put32(&out[24], h.inline_size);
-  put32(&out[28], h.epoch);
+HelloBytes encode_hello(const Hello& h) {
+  HelloBytes out;
+  std::byte* b = out.bytes_.data();
+  std::size_t len = kHelloSize;
+  if (h.features != 0) {
+    b[len] = static_cast<std::byte>(ExtType::features);
+    b[len + 1] = std::byte{4};
+    put32(&b[len + 2], h.features);
+    len += kFeaturesFieldSize;
+  }
+  static_assert(kHelloSize + kFeaturesFieldSize <= kMaxHelloSize);
+  put32(&b[0], kMagic);
+  b[4] = std::byte{h.version};
+  b[5] = static_cast<std::byte>(len);
+  b[6] = static_cast<std::byte>(h.kind);
+  b[7] = static_cast<std::byte>(h.reason);
+  put32(&b[8], h.recv_block_size);
+  put32(&b[12], h.recv_block_count);
+  put32(&b[16], h.send_block_size);
+  put32(&b[20], h.send_block_count);
+  put32(&b[24], h.inline_size);
+  put32(&b[28], h.epoch);
+  out.size_ = len;
   return out;
 }
+
+namespace {
+
+// The extension block (the bytes from 32 up to the hello's length) into `h`.
+Result<void> decode_extensions(std::span<const std::byte> block, Hello& h) {
+  bool have_features = false;
+  while (!block.empty()) {
+    if (block.size() < 2) return Errc::protocol_error;  // a type without its length
+    const auto type = static_cast<std::uint8_t>(block[0]);
+    const auto len = static_cast<std::size_t>(block[1]);
+    if (len > block.size() - 2) return Errc::protocol_error;  // runs past the hello
+    const auto value = block.subspan(2, len);
+    if (type == static_cast<std::uint8_t>(ExtType::features)) {
+      if (len != 4 || have_features) return Errc::protocol_error;
+      have_features = true;
+      h.features = get32(value.data());
+    }  // any other type: skipped
+    block = block.subspan(2 + len);
+  }
+  return {};
+}
+
+}  // namespace
 
 Result<Hello> decode_hello(std::span<const std::byte> data) {
   if (data.size() < 8 || get32(data.data()) != kMagic) return Errc::protocol_error;
@@ -57,6 +90,7 @@ Result<Hello> decode_hello(std::span<const std::byte> data) {
       (h.recv_block_size == 0 || h.recv_block_count < kMinRecvBlocks)) {
     return Errc::protocol_error;
   }
+  RMSG_TRY(decode_extensions(data.subspan(kHelloSize, len - kHelloSize), h));
   return h;
 }
 

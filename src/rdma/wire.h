@@ -12,11 +12,12 @@
 
 namespace rmsg::rdma::wire {
 
-// ---- Hello: the private data of connect request, accept reply and reject (32 bytes).
+// ---- Hello: the private data of connect request, accept reply and reject: a fixed part
+// of 32 bytes, then an optional extension block, 56 bytes in all at most.
 //  off size field
 //   0   4   magic 0x524D5347 ("RMSG")
 //   4   1   version (kVersion)
-//   5   1   length of this block in bytes (32 in version 1)
+//   5   1   length of the hello in bytes: 32 + the extension block's (32: no block)
 //   6   1   kind (HelloKind)
 //   7   1   reject reason (RejectReason; 0 unless kind == reject)
 //   8   4   recv_block_size: bytes per receive block = largest SEND the sender accepts
@@ -25,10 +26,14 @@ namespace rmsg::rdma::wire {
 //  20   4   send_block_count  (informational)
 //  24   4   inline_size granted by the sender's device (informational)
 //  28   4   epoch: the sender's connection epoch: structure serial << 16 | generation
+//  32   ..  extension block, up to `length`: fields of type u8, len u8, value[len]
+//           (ExtType). Unknown types are skipped. A field that runs past `length`, a
+//           known field of the wrong size or a known field twice is a malformed hello.
 inline constexpr std::uint32_t kMagic = 0x524D5347;
 inline constexpr std::uint8_t kVersion = 1;
-inline constexpr std::size_t kHelloSize = 32;
+inline constexpr std::size_t kHelloSize = 32;  // the fixed part: all a hello without extensions
 inline constexpr std::size_t kMaxConnectPrivateData = 56;  // IB CM REQ limit via rdma_cm
+inline constexpr std::size_t kMaxHelloSize = kMaxConnectPrivateData;
 static_assert(kHelloSize <= kMaxConnectPrivateData);
 inline constexpr std::uint32_t kMinRecvBlocks = 4;  // see Credits: threshold >= 2
 
@@ -40,6 +45,17 @@ enum class RejectReason : std::uint8_t {
   resources = 3,  // the acceptor could not obtain resources
 };
 
+// Field types of the extension block. 0 is reserved (never sent; skipped like any type
+// this version does not know).
+enum class ExtType : std::uint8_t {
+  features = 1,  // len 4: u32 feature bits (Feature); sent only when non-zero
+};
+inline constexpr std::size_t kFeaturesFieldSize = 2 + 4;
+// Feature bits: a feature is used on a connection only when both hellos set its bit; a
+// receiver ignores bits it does not know. No feature is defined yet: rmsg sends 0, so no
+// features field, so exactly the 32 bytes of a hello without extensions.
+inline constexpr std::uint32_t kKnownFeatures = 0;
+
 struct Hello {
   HelloKind kind = HelloKind::request;
   std::uint8_t version = kVersion;
@@ -50,13 +66,35 @@ struct Hello {
   std::uint32_t send_block_count = 0;
   std::uint32_t inline_size = 0;
   std::uint32_t epoch = 0;
+  std::uint32_t features = 0;  // extension field `features`; 0 when absent
 };
 
-std::array<std::byte, kHelloSize> encode_hello(const Hello& hello);
-// Received private data is zero-padded by the CM, so the block's own length field says
+// An encoded hello: 32 to kMaxHelloSize bytes, a contiguous range (a std::span converts).
+class HelloBytes {
+ public:
+  std::byte* data() noexcept { return bytes_.data(); }
+  const std::byte* data() const noexcept { return bytes_.data(); }
+  std::size_t size() const noexcept { return size_; }
+  std::byte* begin() noexcept { return data(); }
+  std::byte* end() noexcept { return data() + size_; }
+  const std::byte* begin() const noexcept { return data(); }
+  const std::byte* end() const noexcept { return data() + size_; }
+  std::byte& operator[](std::size_t i) noexcept { return bytes_[i]; }
+  std::byte operator[](std::size_t i) const noexcept { return bytes_[i]; }
+
+ private:
+  friend HelloBytes encode_hello(const Hello& hello);
+  std::array<std::byte, kMaxHelloSize> bytes_{};
+  std::size_t size_ = 0;
+};
+
+// 32 bytes, plus the extension block when a field in it has something to say.
+HelloBytes encode_hello(const Hello& hello);
+// Received private data is zero-padded by the CM, so the hello's own length field says
 // where it ends. Errors: Errc::protocol_error (short, bad magic or length, a request or
-// accept with recv_block_size 0 or recv_block_count < kMinRecvBlocks),
-// Errc::version_mismatch (magic right, version not kVersion; `version` is still set).
+// accept with recv_block_size 0 or recv_block_count < kMinRecvBlocks, a malformed
+// extension block), Errc::version_mismatch (magic right, version not kVersion; `version`
+// is still set).
 Result<Hello> decode_hello(std::span<const std::byte> data);
 
 // ---- Immediate data (__be32) of every SEND_WITH_IMM.

@@ -1,8 +1,11 @@
 #include "tcp/tcp_stream.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <array>
 #include <cerrno>
+#include <climits>
 
 #include "rmsg/log.h"
 #include "tcp/tcp_socket.h"
@@ -22,13 +25,46 @@ std::error_code TcpStream::fail(int err) {
   return error_;
 }
 
-Result<std::size_t> TcpStream::write(std::span<const std::byte> data) {
+Result<void> TcpStream::check_writable() const {
   if (closed_) return Errc::closed;
   if (error_) return error_;
   if (write_shut_) return Errc::shutdown;
+  return {};
+}
+
+Result<std::size_t> TcpStream::write(std::span<const std::byte> data) {
+  RMSG_TRY(check_writable());
   if (data.empty()) return Errc::invalid_argument;
+  iovec iov{const_cast<std::byte*>(data.data()), data.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  return send_iov(msg);
+}
+
+Result<std::size_t> TcpStream::writev(std::span<const std::span<const std::byte>> parts) {
+  if (closed_) return Errc::closed;
+  // On the stack (16 KiB at IOV_MAX 1024): no allocation per call.
+  std::array<iovec, IOV_MAX> iov;
+  std::size_t count = 0;
+  for (const auto part : parts) {
+    if (part.empty()) continue;
+    if (count == iov.size()) break;
+    // iovec's base is not const; sendmsg only reads through it.
+    iov[count++] = {const_cast<std::byte*>(part.data()), part.size()};
+  }
+  if (count == 0) return std::size_t{0};  // nothing asked: 0 in every state but closed
+  RMSG_TRY(check_writable());
+  msghdr msg{};
+  msg.msg_iov = iov.data();
+  msg.msg_iovlen = count;
+  return send_iov(msg);
+}
+
+// The one send path of write and writev: sendmsg maps its errors as send would.
+Result<std::size_t> TcpStream::send_iov(const msghdr& msg) {
   for (;;) {
-    const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+    const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n >= 0) return static_cast<std::size_t>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN) return Errc::would_block;

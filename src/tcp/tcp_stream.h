@@ -5,6 +5,8 @@
 // peer hung up must not keep waking the loop (EPOLLHUP cannot be masked in epoll).
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,6 +27,11 @@ class TcpStream final : public StreamImpl {
   ~TcpStream() override;
 
   Result<std::size_t> write(std::span<const std::byte> data) override;
+  // One sendmsg(2) over the non-empty parts (writev(2) with MSG_NOSIGNAL: no SIGPIPE), at
+  // most IOV_MAX of them: with more, only that many are offered and the count accepted is
+  // a prefix at most their sum. Errors as write(); only empty parts return 0 (closed:
+  // Errc::closed), as on the RDMA stream.
+  Result<std::size_t> writev(std::span<const std::span<const std::byte>> parts) override;
   Result<std::size_t> read(std::span<std::byte> buf) override;
   void on_readable(Task callback) override;
   void on_writable(Task callback) override;
@@ -42,6 +49,8 @@ class TcpStream final : public StreamImpl {
   void update_interest();
   void dispatch(std::uint32_t events);
   std::error_code fail(int err);
+  Result<void> check_writable() const;
+  Result<std::size_t> send_iov(const msghdr& msg);
 
   EventLoop& loop_;
   int fd_;

@@ -6,6 +6,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstdint>
+
 #include "rmsg/event_loop.h"
 
 namespace rmsg::verbs {
@@ -14,5 +16,36 @@ namespace rmsg::verbs {
 // nothing was read). Call on `loop`'s thread. For tests of events a device cannot be made
 // to raise: rxe never raises DEVICE_FATAL.
 void route_async_event(EventLoop& loop, ibv_context* context, const ibv_async_event& event);
+
+// ---- Fault injection for resource creation: the factories of verbs/verbs.h of that
+// kind fail a chosen call as rdma-core would (null, errno set) without calling it, so
+// that every setup path can be made to fail at every step and checked to leave nothing
+// behind. The error then takes the factory's usual way (reg_mr's ENOMEM/EPERM under a
+// finite RLIMIT_MEMLOCK becomes memlock_limit_error()).
+//
+// Threading: any thread (atomics). The counts are per process: calls made by several
+// loops at once are counted in whichever order they happen, so a test that wants the
+// N-th call of one setup arms the fault while nothing else sets up.
+enum class VerbsCall : std::uint8_t {
+  alloc_pd,
+  create_comp_channel,
+  create_cq,
+  create_qp,
+  reg_mr,
+};
+inline constexpr int kVerbsCallKinds = 5;
+
+// From now on the `nth` call (1-based) of `call` fails with errno `err`; the calls of
+// `call` are counted from 0 again. nth 0 disarms (and still resets the count).
+void inject_verbs_fault(VerbsCall call, unsigned nth, int err);
+// Disarms every fault and resets every count.
+void clear_verbs_faults();
+// Calls of `call` (failed ones included) since its count was last reset.
+unsigned verbs_calls(VerbsCall call);
+
+namespace detail {
+// The errno the current call of `call` is to fail with, or 0 (and counts the call).
+int take_verbs_fault(VerbsCall call) noexcept;
+}  // namespace detail
 
 }  // namespace rmsg::verbs

@@ -8,9 +8,25 @@
 
 #include "rmsg/log.h"
 #include "rmsg/rdma_errors.h"
+#include "verbs/seams.h"
 #include "verbs/verbs.h"
 
 namespace rmsg::verbs {
+namespace {
+
+// `create()`, unless an injected fault (verbs/seams.h) fails this call: then null with
+// errno set, as rdma-core fails.
+template <class Create>
+auto or_fault(VerbsCall call, Create create) -> decltype(create()) {
+  if (const int err = detail::take_verbs_fault(call); err != 0) {
+    errno = err;
+    return nullptr;
+  }
+  return create();
+}
+
+}  // namespace
+
 namespace detail {
 
 void dealloc_pd(ibv_pd* pd) {
@@ -70,13 +86,14 @@ void Cq::reset() noexcept {
 }
 
 Result<Pd> alloc_pd(ibv_context* ctx) {
-  Pd pd(ibv_alloc_pd(ctx));
+  Pd pd(or_fault(VerbsCall::alloc_pd, [&] { return ibv_alloc_pd(ctx); }));
   if (!pd) return errno_code(errno != 0 ? errno : ENOMEM);
   return pd;
 }
 
 Result<CompChannel> create_comp_channel(ibv_context* ctx) {
-  CompChannel ch(ibv_create_comp_channel(ctx));
+  CompChannel ch(
+      or_fault(VerbsCall::create_comp_channel, [&] { return ibv_create_comp_channel(ctx); }));
   if (!ch) return errno_code(errno != 0 ? errno : ENOMEM);
   const int flags = fcntl(ch->fd, F_GETFL);
   if (flags < 0 || fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) != 0) return errno_code(errno);
@@ -85,20 +102,21 @@ Result<CompChannel> create_comp_channel(ibv_context* ctx) {
 }
 
 Result<Cq> create_cq(ibv_context* ctx, int depth, ibv_comp_channel* channel) {
-  Cq cq(ibv_create_cq(ctx, depth, nullptr, channel, 0));
+  Cq cq(or_fault(VerbsCall::create_cq,
+                 [&] { return ibv_create_cq(ctx, depth, nullptr, channel, 0); }));
   if (!cq) return errno_code(errno != 0 ? errno : ENOMEM);
   return cq;
 }
 
 Result<Qp> create_qp(ibv_pd* pd, ibv_qp_init_attr& attr) {
   errno = 0;
-  Qp qp(ibv_create_qp(pd, &attr));
+  Qp qp(or_fault(VerbsCall::create_qp, [&] { return ibv_create_qp(pd, &attr); }));
   if (!qp) return errno_code(errno != 0 ? errno : EINVAL);
   return qp;
 }
 
 Result<Mr> reg_mr(ibv_pd* pd, void* addr, std::size_t len, int access) {
-  Mr mr(ibv_reg_mr(pd, addr, len, access));
+  Mr mr(or_fault(VerbsCall::reg_mr, [&] { return ibv_reg_mr(pd, addr, len, access); }));
   if (!mr) {
     const int err = errno != 0 ? errno : ENOMEM;
     rlimit lim{};

@@ -2,10 +2,22 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 namespace rmsg::rdma::wire {
 namespace {
+
+std::vector<std::byte> bytes(std::initializer_list<int> values) {
+  std::vector<std::byte> v;
+  for (const int x : values) v.push_back(static_cast<std::byte>(x));
+  return v;
+}
+
+std::vector<std::byte> as_vector(const HelloBytes& b) {
+  return {b.begin(), b.end()};
+}
 
 Hello sample() {
   Hello h;
@@ -72,6 +84,126 @@ TEST(WireHello, RejectNeedsNoGeometry) {
   auto d = decode_hello(encode_hello(h));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->reason, RejectReason::version);
+}
+
+// The request hello of sample() with epoch 0x00020005, byte for byte as rmsg before the
+// extension block sent it (and as docs/protocol.md's table spells it).
+const std::vector<std::byte> kGoldenRequest = bytes({
+    0x52, 0x4D, 0x53, 0x47,  // magic "RMSG"
+    0x01,                    // version 1
+    0x20,                    // length 32: no extension block
+    0x01,                    // kind request
+    0x00,                    // reject reason none
+    0x00, 0x00, 0x40, 0x00,  // recv_block_size 16384
+    0x00, 0x00, 0x00, 0x10,  // recv_block_count 16
+    0x00, 0x00, 0x20, 0x00,  // send_block_size 8192
+    0x00, 0x00, 0x00, 0x20,  // send_block_count 32
+    0x00, 0x00, 0x01, 0x00,  // inline_size 256
+    0x00, 0x02, 0x00, 0x05,  // epoch: serial 2, generation 5
+});
+
+Hello golden_sample() {
+  Hello h = sample();
+  h.epoch = 0x00020005;
+  return h;
+}
+
+TEST(WireHelloGolden, HelloWithoutFeaturesIsTheVersion1Bytes) {
+  EXPECT_EQ(as_vector(encode_hello(golden_sample())), kGoldenRequest);
+  Hello reject;
+  reject.kind = HelloKind::reject;
+  reject.reason = RejectReason::resources;
+  auto expect = bytes({0x52, 0x4D, 0x53, 0x47, 0x01, 0x20, 0x03, 0x03});
+  expect.resize(32);  // every field after the reason is 0 in a reject
+  EXPECT_EQ(as_vector(encode_hello(reject)), expect);
+}
+
+TEST(WireHelloGolden, OlderPeers32ByteHelloDecodesPaddedOrNot) {
+  std::vector<std::byte> padded = kGoldenRequest;
+  padded.resize(kMaxConnectPrivateData);  // as the CM delivers a request
+  for (const auto& data : {kGoldenRequest, padded}) {
+    auto h = decode_hello(data);
+    ASSERT_TRUE(h.ok()) << h.error().message();
+    EXPECT_EQ(h->kind, HelloKind::request);
+    EXPECT_EQ(h->recv_block_size, 16384u);
+    EXPECT_EQ(h->recv_block_count, 16u);
+    EXPECT_EQ(h->send_block_size, 8192u);
+    EXPECT_EQ(h->send_block_count, 32u);
+    EXPECT_EQ(h->inline_size, 256u);
+    EXPECT_EQ(h->epoch, 0x00020005u);
+    EXPECT_EQ(h->features, 0u);
+  }
+}
+
+TEST(WireHelloGolden, FeatureBitsRoundTripInTheExtensionBlock) {
+  Hello h = golden_sample();
+  h.features = 0x80000001;
+  const auto encoded = as_vector(encode_hello(h));
+  auto expect = kGoldenRequest;
+  expect[5] = std::byte{38};  // length: 32 + one features field
+  for (const auto b : bytes({0x01, 0x04, 0x80, 0x00, 0x00, 0x01})) expect.push_back(b);
+  EXPECT_EQ(encoded, expect);
+  std::vector<std::byte> padded = encoded;
+  padded.resize(kMaxConnectPrivateData);
+  for (const auto& data : {encoded, padded}) {
+    auto d = decode_hello(data);
+    ASSERT_TRUE(d.ok()) << d.error().message();
+    EXPECT_EQ(d->features, 0x80000001u);
+    EXPECT_EQ(d->epoch, 0x00020005u);
+  }
+  // Feature bits in an accept and a reject travel the same way.
+  h.kind = HelloKind::accept;
+  h.features = 0x00010000;
+  EXPECT_EQ(decode_hello(encode_hello(h))->features, 0x00010000u);
+}
+
+TEST(WireHelloGolden, UnknownFieldsAreSkipped) {
+  auto data = kGoldenRequest;
+  // type 0x7F (unknown) with 3 bytes, type 0 (reserved) empty, the features field,
+  // type 0xFF (unknown) with 0 bytes: 5 + 2 + 6 + 2 = 15 bytes of block.
+  for (const auto b : bytes({0x7F, 0x03, 0xAA, 0xBB, 0xCC, 0x00, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00,
+                             0x05, 0xFF, 0x00})) {
+    data.push_back(b);
+  }
+  data[5] = std::byte{47};
+  data.resize(kMaxConnectPrivateData);
+  auto h = decode_hello(data);
+  ASSERT_TRUE(h.ok()) << h.error().message();
+  EXPECT_EQ(h->features, 5u);
+  EXPECT_EQ(h->recv_block_count, 16u);
+  // A block of unknown fields only: no features.
+  auto unknown = kGoldenRequest;
+  for (const auto b : bytes({0x09, 0x02, 0x12, 0x34})) unknown.push_back(b);
+  unknown[5] = std::byte{36};
+  auto u = decode_hello(unknown);
+  ASSERT_TRUE(u.ok()) << u.error().message();
+  EXPECT_EQ(u->features, 0u);
+  // Bytes after `length` are not the hello's: even a broken field there is ignored.
+  auto tail = kGoldenRequest;
+  for (const auto b : bytes({0x01, 0x09})) tail.push_back(b);
+  EXPECT_TRUE(decode_hello(tail).ok());
+}
+
+TEST(WireHelloGolden, MalformedBlockIsProtocolError) {
+  auto with_block = [](std::initializer_list<int> block) {
+    auto data = kGoldenRequest;
+    for (const auto b : bytes(block)) data.push_back(b);
+    data[5] = static_cast<std::byte>(data.size());
+    data.resize(kMaxConnectPrivateData);
+    return data;
+  };
+  // A field that runs past `length` (even where zero padding follows).
+  EXPECT_TRUE(decode_hello(with_block({0x7F, 0x04, 0x01})).is(Errc::protocol_error));
+  // A type without its length byte.
+  EXPECT_TRUE(decode_hello(with_block({0x7F})).is(Errc::protocol_error));
+  // The features field with another size, or twice.
+  EXPECT_TRUE(decode_hello(with_block({0x01, 0x03, 0x00, 0x00, 0x05})).is(Errc::protocol_error));
+  EXPECT_TRUE(decode_hello(with_block({0x01, 0x04, 0, 0, 0, 1, 0x01, 0x04, 0, 0, 0, 1}))
+                  .is(Errc::protocol_error));
+  // `length` beyond the delivered bytes.
+  auto cut = as_vector(encode_hello(golden_sample()));
+  cut[5] = std::byte{40};
+  EXPECT_TRUE(decode_hello(cut).is(Errc::protocol_error));
 }
 
 TEST(WireImm, Layout) {
