@@ -179,7 +179,10 @@ class EventLoop {
   // Thread-safe: the epoll fd, readable when there is work (for embedding).
   int fd() const noexcept;
 
-  // True on the thread that runs (or created and has not yet run) this loop.
+  // True on the thread that last ran this loop (run(), run_once(), run_until()), and on
+  // every thread before the loop first runs and once its destruction began: objects for a
+  // loop may be made on any thread before it runs, one thread at a time. Debug builds
+  // check loop-thread-only entry points with it.
   bool in_loop_thread() const noexcept;
 
   class Impl;

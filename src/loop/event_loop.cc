@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "loop/loop_stats.h"
+#include "loop/loop_thread.h"
 #include "loop/timer_heap.h"
 
 namespace rmsg {
@@ -63,7 +64,6 @@ class EventLoop::Impl {
       : ep_(std::move(ep)),
         wake_(std::move(wake)),
         timer_(std::move(timer)),
-        owner_(std::this_thread::get_id()),
         manual_(options.clock),
         random_(options.seed ? *options.seed : random_seed()),
         stats_(options.callback_cpu_time) {}
@@ -75,7 +75,9 @@ class EventLoop::Impl {
   };
 
   Fd ep_, wake_, timer_;
-  std::atomic<std::thread::id> owner_;
+  // The thread that last ran the loop; none (a default id) until it first runs and again
+  // from ~EventLoop on: then every thread counts as the loop's (loop_thread.h).
+  std::atomic<std::thread::id> owner_{};
   std::atomic<bool> stop_{false};
   std::atomic<bool> wake_signalled_{false};
   bool busy_poll_ = false;
@@ -265,6 +267,7 @@ Result<std::unique_ptr<EventLoop>> EventLoop::create(const EventLoopOptions& opt
 
 EventLoop::EventLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 EventLoop::~EventLoop() {
+  impl_->owner_.store(std::thread::id{}, std::memory_order_relaxed);
   // Newest first; a hook may add or remove hooks and use every other method.
   auto& hooks = impl_->destroy_hooks_;
   while (!hooks.empty()) {
@@ -284,6 +287,7 @@ EventLoop::~EventLoop() {
 }
 
 std::shared_ptr<void> EventLoop::service(const void* key) const {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   for (const auto& [k, svc] : impl_->services_) {
     if (k == key) return svc;
   }
@@ -291,6 +295,7 @@ std::shared_ptr<void> EventLoop::service(const void* key) const {
 }
 
 void EventLoop::set_service(const void* key, std::shared_ptr<void> service) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   auto& services = impl_->services_;
   for (auto it = services.begin(); it != services.end(); ++it) {
     if (it->first == key) {
@@ -303,16 +308,19 @@ void EventLoop::set_service(const void* key, std::shared_ptr<void> service) {
 }
 
 std::uint64_t EventLoop::add_destroy_hook(Task task) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   const std::uint64_t id = impl_->next_id_++;
   impl_->destroy_hooks_.emplace(id, std::move(task));
   return id;
 }
 
 void EventLoop::remove_destroy_hook(std::uint64_t id) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   impl_->destroy_hooks_.erase(id);
 }
 
 Result<WatchId> EventLoop::watch(int fd, std::uint32_t interest, IoCallback callback) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   const WatchId id = impl_->next_id_++;
   epoll_event ev{};
   ev.events = to_epoll(interest);
@@ -324,6 +332,7 @@ Result<WatchId> EventLoop::watch(int fd, std::uint32_t interest, IoCallback call
 }
 
 Result<void> EventLoop::set_interest(WatchId id, std::uint32_t interest) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   auto it = impl_->watchers_.find(id);
   if (it == impl_->watchers_.end()) return Errc::invalid_argument;
   if (it->second.interest == interest) return {};
@@ -338,6 +347,7 @@ Result<void> EventLoop::set_interest(WatchId id, std::uint32_t interest) {
 }
 
 void EventLoop::unwatch(WatchId id) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   auto it = impl_->watchers_.find(id);
   if (it == impl_->watchers_.end()) return;
   // EBADF/ENOENT are fine here: the owner may already have closed the fd.
@@ -346,19 +356,23 @@ void EventLoop::unwatch(WatchId id) {
 }
 
 TimerId EventLoop::add_timer(Duration delay, Task task) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   return impl_->add_timer(delay, Duration::zero(), std::move(task));
 }
 
 TimerId EventLoop::add_periodic(Duration period, Task task) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   if (period <= Duration::zero()) period = Duration(1);
   return impl_->add_timer(period, period, std::move(task));
 }
 
 bool EventLoop::cancel_timer(TimerId id) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   return impl_->timers_.cancel(id);
 }
 
 void EventLoop::defer(Task task) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   impl_->deferred_.push_back(std::move(task));
   impl_->signal();
 }
@@ -390,6 +404,8 @@ Result<int> EventLoop::run_once(Duration timeout) {
 }
 
 bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point deadline) {
+  // Whoever runs the loop owns it from here (its guard timer below is loop-thread-only).
+  impl_->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   if (done()) return true;
   // One loop timer for the deadline instead of a timeout on every epoll_wait: a timed
   // epoll_wait arms a kernel timer per sleep, which costs about a microsecond a wakeup.
@@ -417,6 +433,7 @@ Clock::time_point EventLoop::now() const noexcept {
 }
 
 Random& EventLoop::random() noexcept {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   return impl_->random_;
 }
 
@@ -425,6 +442,7 @@ const CounterSet& EventLoop::counters() const noexcept {
 }
 
 void EventLoop::set_busy_poll(bool on) noexcept {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   impl_->busy_poll_ = on;
 }
 bool EventLoop::busy_poll() const noexcept {
@@ -432,12 +450,14 @@ bool EventLoop::busy_poll() const noexcept {
 }
 
 std::uint64_t EventLoop::add_poller(std::function<bool()> poll) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   const auto id = impl_->next_id_++;
   impl_->pollers_.emplace(id, std::make_shared<std::function<bool()>>(std::move(poll)));
   return id;
 }
 
 void EventLoop::remove_poller(std::uint64_t id) {
+  RMSG_ASSERT_LOOP_THREAD(*this);
   impl_->pollers_.erase(id);
 }
 
@@ -446,7 +466,8 @@ int EventLoop::fd() const noexcept {
 }
 
 bool EventLoop::in_loop_thread() const noexcept {
-  return impl_->owner_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  const auto owner = impl_->owner_.load(std::memory_order_relaxed);
+  return owner == std::thread::id{} || owner == std::this_thread::get_id();
 }
 
 }  // namespace rmsg
