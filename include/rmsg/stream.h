@@ -4,11 +4,25 @@
 // Threading: every method is loop-thread-only (the loop the stream was created on);
 // callbacks run on that loop's thread.
 //
-// Readiness callbacks are level-triggered, like a level-triggered socket: on_readable
-// fires (again and again, once per loop iteration) while read() would not return
-// would_block — data, EOF or an error is pending; on_writable fires while write() would
-// accept at least one byte or report an error. Clear a callback (pass {}) when not
-// interested. A callback may destroy or move the Stream it belongs to.
+// Readiness. on_readable's condition is "read() would not return would_block" (data, EOF
+// or an error is pending); on_writable's is "write() would accept at least one byte or
+// report an error". One rule for every transport:
+//   - a readiness callback is called when its condition becomes true, and again after a
+//     call only if that call made progress in its direction: read() (for on_readable) or
+//     write()/writev() (for on_writable) returned bytes, would_block, or EOF or an error
+//     for the first time. It is not called again while nothing changed: after a call that
+//     made no progress (it did not read, or read only a repeated EOF/error) the callback
+//     rests until the application calls read() (write()/writev()) on the stream - from
+//     any callback or from outside one - or sets the callback again;
+//   - a read()/write() that returns would_block, wherever it is called, arms its callback
+//     for the moment the condition becomes true again (no readiness is lost: a writer
+//     that saw would_block gets on_writable once the peer has read);
+//   - setting a callback while its condition holds calls it once, deferred to the loop
+//     (never inside the setter).
+// So an idle stream with both callbacks set costs the loop nothing after at most one call
+// each. A callback that declines to read (backpressure) calls read() or sets on_readable
+// again when it wants to be told. Clear a callback (pass {}) when not interested. A
+// callback may destroy or move the Stream it belongs to.
 //
 // Errors (error_code values; see rmsg/result.h for retryability):
 //   Errc::would_block        nothing to read / no space to write now.
@@ -95,7 +109,7 @@ class Stream {
   }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
-  // Destroying an open stream closes it abortively (as close()).
+  // Destroying an open stream closes it (as close(): graceful after shutdown_write()).
   ~Stream() { reset(); }
 
   bool valid() const noexcept { return impl_ != nullptr; }
@@ -147,8 +161,21 @@ class Stream {
     if (!impl_) return make_error_code(Errc::closed);
     return impl_->shutdown_write();
   }
-  // Abortive close: unsent bytes are dropped, the peer sees connection_reset. The
-  // resources are released (or recycled, under a connection manager).
+  // Releases the stream; the handle is empty-like (Errc::closed) from here on and no
+  // callback runs again. Two kinds:
+  //   - graceful, after shutdown_write(): every byte already accepted and the EOF are
+  //     delivered - never a reset, provided the peer keeps reading within the transport's
+  //     linger timeout. The transport finishes in the background: the loop (or the
+  //     connection manager) owns the lingering connection, reads and discards what the
+  //     peer still sends until its EOF, then releases it; past the linger timeout, or
+  //     when the loop is destroyed first, it aborts (the peer sees connection_reset).
+  //     TCP: TcpOptions::linger_timeout (rmsg/tcp.h). RDMA: not yet - close() still
+  //     aborts at once even after shutdown_write() (bytes and the FIN in flight may be
+  //     lost); the same linger is to come (issue 14).
+  //   - abortive, without shutdown_write(): unsent bytes are dropped, the peer sees
+  //     connection_reset (a connection already finished both ways - our shutdown_write()
+  //     done and the peer's EOF read - closes quietly instead).
+  // The resources are released (or recycled, under a connection manager).
   void close() {
     if (impl_) impl_->close();
   }
