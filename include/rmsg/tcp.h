@@ -12,10 +12,18 @@
 //   - An empty span passed to read()/write() is Errc::invalid_argument (a read of 0 bytes
 //     would be indistinguishable from end of stream).
 //   - shutdown_write() is shutdown(SHUT_WR): the peer reads every byte, then EOF (0).
-//   - close() and destroying the Stream are abortive: SO_LINGER {1, 0}, so the kernel drops
+//   - close() (and destroying the Stream) after shutdown_write() is graceful: the socket
+//     passes to the loop, which reads and discards whatever the peer still sends until
+//     its EOF, then closes it quietly (FIN only, never an RST: unread input would make
+//     the kernel reset the connection and destroy a reply the peer has not read yet).
+//     It is aborted (SO_LINGER {1, 0}: RST) when TcpOptions::linger_timeout passes
+//     first, on a socket error, or when the loop is destroyed first. A connection that
+//     had already read EOF closes at once, quietly.
+//   - close() without shutdown_write() is abortive: SO_LINGER {1, 0}, so the kernel drops
 //     unsent bytes and sends RST; the peer's next read/write fails with
-//     Errc::connection_reset. The exception is a connection already finished in both
-//     directions (our shutdown_write() done and EOF read): it closes quietly.
+//     Errc::connection_reset.
+//   - Readiness follows rmsg/stream.h's rule over level-triggered epoll; the socket is
+//     not watched at all while no callback is armed.
 //   - Error mapping: ECONNREFUSED -> connection_refused, ECONNRESET -> connection_reset,
 //     EPIPE -> peer_closed, ETIMEDOUT -> timeout, ENETUNREACH/EHOSTUNREACH -> unreachable;
 //     other errno values are returned in std::system_category().
@@ -39,6 +47,9 @@ struct TcpOptions {
   // Connect deadline; zero or negative leaves only the kernel's SYN retries (minutes).
   Duration connect_timeout = std::chrono::seconds(10);
   int backlog = SOMAXCONN;  // listen() backlog
+  // How long a graceful close (close() after shutdown_write()) waits for the peer's EOF
+  // before it aborts (RST). Zero or negative: close() is always abortive.
+  Duration linger_timeout = std::chrono::seconds(5);
 };
 
 // Binds and listens on `address` (port 0 picks a free port: read it from Listener::port()).

@@ -15,7 +15,8 @@ namespace {
 // Owned by the watcher, the timer and deferred tasks that may finish it; whichever
 // finishes first delivers the callback and removes the others.
 struct Connector {
-  Connector(EventLoop& l, ConnectCallback c) : loop(l), callback(std::move(c)) {}
+  Connector(EventLoop& l, const TcpOptions& o, ConnectCallback c)
+      : loop(l), options(o), callback(std::move(c)) {}
   Connector(const Connector&) = delete;
   Connector& operator=(const Connector&) = delete;
   Connector(Connector&&) = delete;
@@ -24,6 +25,7 @@ struct Connector {
   ~Connector() { tcp::close_socket(fd, true); }
 
   EventLoop& loop;
+  TcpOptions options;
   ConnectCallback callback;
   int fd = -1;
   WatchId watch = 0;
@@ -50,7 +52,7 @@ void complete(const std::shared_ptr<Connector>& c) {
   c->watch = 0;
   const int fd = c->fd;
   c->fd = -1;
-  finish(c, tcp::make_stream(c->loop, fd));
+  finish(c, tcp::make_stream(c->loop, fd, c->options));
 }
 
 // connect()'s own errno: EAGAIN there means no free local port, not "try read again".
@@ -62,7 +64,7 @@ std::error_code connect_error(int err) {
 
 void tcp_connect(EventLoop& loop, const SocketAddress& address, const TcpOptions& options,
                  ConnectCallback callback) {
-  auto c = std::make_shared<Connector>(loop, std::move(callback));
+  auto c = std::make_shared<Connector>(loop, options, std::move(callback));
   // The callback never runs inside this call, so callers need no re-entrancy care.
   auto fail_later = [&](std::error_code ec) { loop.defer([c, ec] { finish(c, ec); }); };
   auto fd = tcp::open_socket(address);

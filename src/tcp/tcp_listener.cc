@@ -77,7 +77,7 @@ class TcpListener final : public ListenerImpl {
         tcp::close_socket(fd, true);
         continue;
       }
-      on_accept_(tcp::make_stream(loop_, fd));
+      on_accept_(tcp::make_stream(loop_, fd, options_));
       if (destroyed) return;  // the callback destroyed the listener
     }
     destroyed_ = nullptr;

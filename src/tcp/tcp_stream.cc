@@ -7,21 +7,34 @@
 #include <cerrno>
 #include <climits>
 
+#include <utility>
+
+#include "loop/loop_thread.h"
 #include "rmsg/log.h"
+#include "tcp/tcp_linger.h"
 #include "tcp/tcp_socket.h"
 
 namespace rmsg::tcp {
 
-TcpStream::TcpStream(EventLoop& loop, int fd)
-    : loop_(loop), fd_(fd), local_(local_name(fd)), peer_(peer_name(fd)) {}
+TcpStream::TcpStream(EventLoop& loop, int fd, Duration linger_timeout)
+    : loop_(loop),
+      fd_(fd),
+      linger_timeout_(linger_timeout),
+      local_(local_name(fd)),
+      peer_(peer_name(fd)) {}
 
 TcpStream::~TcpStream() {
   if (destroyed_ != nullptr) *destroyed_ = true;
   close();
 }
 
+// The first error is a change both directions report; a repeat is none.
 std::error_code TcpStream::fail(int err) {
-  if (!error_) error_ = map_errno(err);
+  if (!error_) {
+    error_ = map_errno(err);
+    arm(read_);
+    arm(write_);
+  }
   return error_;
 }
 
@@ -33,6 +46,7 @@ Result<void> TcpStream::check_writable() const {
 }
 
 Result<std::size_t> TcpStream::write(std::span<const std::byte> data) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   RMSG_TRY(check_writable());
   if (data.empty()) return Errc::invalid_argument;
   iovec iov{const_cast<std::byte*>(data.data()), data.size()};
@@ -43,6 +57,7 @@ Result<std::size_t> TcpStream::write(std::span<const std::byte> data) {
 }
 
 Result<std::size_t> TcpStream::writev(std::span<const std::span<const std::byte>> parts) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed_) return Errc::closed;
   // On the stack (16 KiB at IOV_MAX 1024): no allocation per call.
   std::array<iovec, IOV_MAX> iov;
@@ -65,44 +80,73 @@ Result<std::size_t> TcpStream::writev(std::span<const std::span<const std::byte>
 Result<std::size_t> TcpStream::send_iov(const msghdr& msg) {
   for (;;) {
     const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
-    if (n >= 0) return static_cast<std::size_t>(n);
+    if (n >= 0) {
+      arm(write_);
+      return static_cast<std::size_t>(n);
+    }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN) return Errc::would_block;
+    if (errno == EAGAIN) {
+      arm(write_);
+      return Errc::would_block;
+    }
     return fail(errno);
   }
 }
 
 Result<std::size_t> TcpStream::read(std::span<std::byte> buf) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed_) return Errc::closed;
   if (error_) return error_;
   if (buf.empty()) return Errc::invalid_argument;
   for (;;) {
     const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
-    if (n > 0) return static_cast<std::size_t>(n);
+    if (n > 0) {
+      arm(read_);
+      return static_cast<std::size_t>(n);
+    }
     if (n == 0) {
+      if (!eof_) arm(read_);  // a repeated EOF is no change
       eof_ = true;
       return std::size_t{0};
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN) return Errc::would_block;
+    if (errno == EAGAIN) {
+      arm(read_);
+      return Errc::would_block;
+    }
     return fail(errno);
   }
 }
 
 void TcpStream::on_readable(Task callback) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed_) return;
-  read_cb_ = callback ? std::make_shared<Task>(std::move(callback)) : nullptr;
+  read_.callback = callback ? std::make_shared<Task>(std::move(callback)) : nullptr;
+  read_.armed = true;
+  ++read_.uses;  // a callback that replaces itself made a change
   update_interest();
 }
 
 void TcpStream::on_writable(Task callback) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed_) return;
-  write_cb_ = callback ? std::make_shared<Task>(std::move(callback)) : nullptr;
+  write_.callback = callback ? std::make_shared<Task>(std::move(callback)) : nullptr;
+  write_.armed = true;
+  ++write_.uses;  // a callback that replaces itself made a change
   update_interest();
 }
 
+void TcpStream::arm(Direction& d) {
+  ++d.uses;
+  if (d.armed) return;
+  d.armed = true;
+  if (d.callback) update_interest();
+}
+
 void TcpStream::update_interest() {
-  const std::uint32_t want = (read_cb_ ? kReadable : 0u) | (write_cb_ ? kWritable : 0u);
+  if (closed_) return;
+  const std::uint32_t want = (read_.callback && read_.armed ? kReadable : 0u) |
+                             (write_.callback && write_.armed ? kWritable : 0u);
   if (want == interest_) return;
   if (want == 0) {
     loop_.unwatch(watch_);
@@ -127,39 +171,54 @@ void TcpStream::update_interest() {
 void TcpStream::dispatch(std::uint32_t events) {
   bool destroyed = false;
   destroyed_ = &destroyed;
-  if ((events & kReadable) && read_cb_) {
-    const auto cb = read_cb_;
-    (*cb)();
-    if (destroyed) return;
-  }
-  if ((events & kWritable) && write_cb_) {
-    const auto cb = write_cb_;
-    (*cb)();
-    if (destroyed) return;
-  }
+  if ((events & kReadable) && !call(read_, destroyed)) return;
+  if ((events & kWritable) && !call(write_, destroyed)) return;
   destroyed_ = nullptr;
+  update_interest();
+}
+
+bool TcpStream::call(Direction& d, const bool& destroyed) {
+  if (!d.callback || !d.armed) return true;
+  const auto cb = d.callback;
+  const std::uint64_t uses = d.uses;
+  (*cb)();
+  if (destroyed) return false;
+  if (closed_) {
+    destroyed_ = nullptr;
+    return false;
+  }
+  if (d.uses == uses) d.armed = false;  // no progress: rest until read/write/set
+  return true;
 }
 
 Result<void> TcpStream::shutdown_write() {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed_) return Errc::closed;
   if (error_) return error_;
   if (write_shut_) return {};
   if (::shutdown(fd_, SHUT_WR) < 0) return fail(errno);
   write_shut_ = true;
+  arm(write_);  // write() now reports Errc::shutdown
   return {};
 }
 
 void TcpStream::close() {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed_) return;
   closed_ = true;
   loop_.unwatch(watch_);
   watch_ = 0;
   interest_ = 0;
-  read_cb_.reset();
-  write_cb_.reset();
+  read_.callback.reset();
+  write_.callback.reset();
+  const int fd = std::exchange(fd_, -1);
+  const bool graceful = write_shut_ && !error_;
+  if (graceful && !eof_ && linger_timeout_ > Duration::zero()) {
+    linger(loop_, fd, linger_timeout_);  // the loop owns it until the peer's EOF
+    return;
+  }
   // A connection finished in both directions closes quietly; anything else is an abort.
-  close_socket(fd_, !(eof_ && write_shut_ && !error_));
-  fd_ = -1;
+  close_socket(fd, !(graceful && eof_));
 }
 
 std::error_code TcpStream::error() const {
@@ -168,8 +227,8 @@ std::error_code TcpStream::error() const {
   return {};
 }
 
-Stream make_stream(EventLoop& loop, int fd) {
-  return Stream(std::make_unique<TcpStream>(loop, fd));
+Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options) {
+  return Stream(std::make_unique<TcpStream>(loop, fd, options.linger_timeout));
 }
 
 }  // namespace rmsg::tcp

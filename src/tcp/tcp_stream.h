@@ -1,8 +1,13 @@
 // TcpStream: the Stream contract (rmsg/stream.h) over one connected, non-blocking TCP
 // socket. Data path only; connect and accept live in tcp_connect.cc / tcp_listener.cc.
 //
-// The socket is watched only while a readiness callback is set: an idle stream whose
-// peer hung up must not keep waking the loop (EPOLLHUP cannot be masked in epoll).
+// Readiness (the rule in rmsg/stream.h) over level-triggered epoll: a direction is armed
+// (in the epoll interest) while its callback is set, until a call of that callback makes
+// no progress - no read()/write() of that direction ran in it - which disarms it; read()
+// or write() (a result other than a repeated EOF/error) and setting the callback arm it
+// again. A would_block result arms, so the kernel reports the next change. The socket is
+// watched only while some direction is armed: an idle stream whose peer hung up must not
+// keep waking the loop (EPOLLHUP cannot be masked in epoll).
 #pragma once
 
 #include <sys/socket.h>
@@ -13,13 +18,15 @@
 
 #include "rmsg/event_loop.h"
 #include "rmsg/stream.h"
+#include "rmsg/tcp.h"
 
 namespace rmsg::tcp {
 
 class TcpStream final : public StreamImpl {
  public:
   // Takes ownership of `fd`, a connected non-blocking socket with its options applied.
-  TcpStream(EventLoop& loop, int fd);
+  // `linger_timeout` bounds a graceful close (TcpOptions::linger_timeout).
+  TcpStream(EventLoop& loop, int fd, Duration linger_timeout);
   TcpStream(const TcpStream&) = delete;
   TcpStream& operator=(const TcpStream&) = delete;
   TcpStream(TcpStream&&) = delete;
@@ -46,8 +53,19 @@ class TcpStream final : public StreamImpl {
   int native_handle() const noexcept { return fd_; }
 
  private:
+  // One readiness direction: its callback and its arming (see the top of this file).
+  struct Direction {
+    // shared_ptr: dispatch keeps the callable alive while it runs, even if the callback
+    // replaces itself or destroys the stream.
+    std::shared_ptr<Task> callback;
+    bool armed = true;
+    std::uint64_t uses = 0;  // arming calls so far: a callback that changed none disarms
+  };
+  void arm(Direction& d);
   void update_interest();
   void dispatch(std::uint32_t events);
+  // Calls d's callback; false if the stream was destroyed or closed meanwhile.
+  bool call(Direction& d, const bool& destroyed);
   std::error_code fail(int err);
   Result<void> check_writable() const;
   Result<std::size_t> send_iov(const msghdr& msg);
@@ -56,10 +74,9 @@ class TcpStream final : public StreamImpl {
   int fd_;
   WatchId watch_ = 0;
   std::uint32_t interest_ = 0;
-  // shared_ptr: dispatch keeps the callable alive while it runs, even if the callback
-  // replaces itself or destroys the stream.
-  std::shared_ptr<Task> read_cb_;
-  std::shared_ptr<Task> write_cb_;
+  Direction read_;
+  Direction write_;
+  Duration linger_timeout_;
   std::error_code error_;  // the first failure; sticky
   bool write_shut_ = false;
   bool eof_ = false;
@@ -70,6 +87,6 @@ class TcpStream final : public StreamImpl {
 };
 
 // Wraps a connected socket (ownership passes to the Stream).
-Stream make_stream(EventLoop& loop, int fd);
+Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options);
 
 }  // namespace rmsg::tcp

@@ -9,12 +9,14 @@
 //   - An empty span to read()/write() is Errc::invalid_argument (as TCP and RDMA).
 //   - Nothing is delivered inside a call: readiness is computed once per loop iteration
 //     (deferred tasks), so a write never runs the peer's callback re-entrantly.
-//   - close() (or destroying the Stream) is abortive: bytes not yet delivered are dropped
-//     and the peer fails with Errc::connection_reset after the bytes it had already
-//     received (read() returns those first). As with TCP, a connection already finished in
-//     both directions (our shutdown_write() done and EOF read) closes quietly. As with RDMA
-//     and TCP, a peer that had already received our EOF reads the rest and EOF, and its
-//     writes fail with Errc::peer_closed.
+//   - close() (or destroying the Stream) without shutdown_write() is abortive: bytes not
+//     yet delivered are dropped and the peer fails with Errc::connection_reset after the
+//     bytes it had already received (read() returns those first). After shutdown_write()
+//     it is graceful at once (nothing needs to linger in memory): the peer reads every
+//     byte, delayed ones included, and EOF; its writes fail with Errc::peer_closed (what
+//     it sends is never read). As with RDMA and TCP, a peer that had already received our
+//     EOF reads the rest and EOF, and its writes fail with Errc::peer_closed.
+//   - Readiness follows rmsg/stream.h's rule exactly; calls are deferred loop tasks.
 //   - A stream failed by an injected fault fails with the injected error; its peer fails
 //     with Errc::connection_reset (the connection is gone for both, as on a real transport).
 //   - transport() is "loopback"; addresses are "name:port" (the connecting side's name is

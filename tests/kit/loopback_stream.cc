@@ -54,6 +54,7 @@ Result<std::size_t> LoopbackStream::write(std::span<const std::byte> data) {
   if (data.empty()) return Errc::invalid_argument;
   auto n = write_limit(data.size());
   if (!n) return n;
+  arm(on_writable_);
   append({data.begin(), data.begin() + static_cast<std::ptrdiff_t>(*n)});
   return n;
 }
@@ -66,6 +67,7 @@ Result<std::size_t> LoopbackStream::writev(std::span<const std::span<const std::
   if (total == 0) return std::size_t{0};
   auto n = write_limit(total);
   if (!n) return n;
+  arm(on_writable_);
   std::vector<std::byte> bytes;
   bytes.reserve(*n);
   for (const auto part : parts) {
@@ -78,21 +80,40 @@ Result<std::size_t> LoopbackStream::writev(std::span<const std::span<const std::
 }
 
 Result<std::size_t> LoopbackStream::write_limit(std::size_t want) {
-  if (error_) return error_;
+  if (error_) return report(error_);
   if (write_shut_) return Errc::shutdown;
-  if (peer_gone_) return Errc::peer_closed;
+  if (peer_gone_) return report(make_error_code(Errc::peer_closed));
   if (faults_) {
     auto& rule = faults_->write_rule();
     if (rule && write_total_ >= rule.after) {
       const auto ec = std::exchange(rule, {}).error;
       fail(ec);
-      return ec;
+      return report(ec);
     }
     if (rule) want = std::min(want, rule.after - write_total_);
   }
   const std::size_t n = std::min(want, out().space());
-  if (n == 0) return Errc::would_block;
+  if (n == 0) {
+    arm(on_writable_);  // told when the reader frees space
+    return Errc::would_block;
+  }
   return n;
+}
+
+void LoopbackStream::arm(Direction& d) {
+  ++d.uses;
+  if (d.armed) return;
+  d.armed = true;
+  schedule_notify();
+}
+
+std::error_code LoopbackStream::report(std::error_code ec) {
+  if (!error_reported_) {
+    error_reported_ = true;
+    arm(on_readable_);
+    arm(on_writable_);
+  }
+  return ec;
 }
 
 void LoopbackStream::append(std::vector<std::byte> bytes) {
@@ -126,7 +147,7 @@ Result<std::size_t> LoopbackStream::read(std::span<std::byte> buf) {
     if (read_total_ >= rule.after) {
       const auto ec = std::exchange(rule, {}).error;
       fail(ec);
-      return ec;
+      return report(ec);
     }
     limit = std::min(limit, rule.after - read_total_);
   }
@@ -143,26 +164,33 @@ Result<std::size_t> LoopbackStream::read(std::span<std::byte> buf) {
   if (n > 0) {
     p.queued -= n;
     read_total_ += n;
+    arm(on_readable_);
     if (auto* writer = peer()) writer->schedule_notify();  // space freed
     return n;
   }
-  if (error_) return error_;
+  if (error_) return report(error_);
   if (p.at_eof()) {
+    if (!eof_read_) arm(on_readable_);  // a repeated EOF is no change
     eof_read_ = true;
     return std::size_t{0};
   }
+  arm(on_readable_);
   return Errc::would_block;
 }
 
 void LoopbackStream::on_readable(Task callback) {
   if (closed_) return;
-  on_readable_ = std::move(callback);
+  on_readable_.callback = std::move(callback);
+  on_readable_.armed = true;
+  ++on_readable_.uses;  // a callback that replaces itself made a change
   schedule_notify();
 }
 
 void LoopbackStream::on_writable(Task callback) {
   if (closed_) return;
-  on_writable_ = std::move(callback);
+  on_writable_.callback = std::move(callback);
+  on_writable_.armed = true;
+  ++on_writable_.uses;
   schedule_notify();
 }
 
@@ -181,26 +209,31 @@ Result<void> LoopbackStream::shutdown_write() {
     o.fin_ready = true;
   }
   if (auto* p = peer()) p->schedule_notify();
-  schedule_notify();  // write() now reports Errc::shutdown
+  arm(on_writable_);  // write() now reports Errc::shutdown
   return {};
 }
 
 void LoopbackStream::close() {
   if (closed_) return;
   closed_ = true;
-  on_readable_ = {};
-  on_writable_ = {};
-  const bool quiet = write_shut_ && eof_read_ && !error_;
+  on_readable_.callback = {};
+  on_writable_.callback = {};
+  const bool graceful = write_shut_ && !error_;
+  const bool quiet = graceful && eof_read_;
   in().clear();
   link_->end[side_] = nullptr;
-  if (auto* p = peer(); p != nullptr && !quiet) p->peer_closed();
+  if (auto* p = peer(); p != nullptr && !quiet) p->peer_closed(graceful);
 }
 
 // As RDMA (docs/protocol.md, Close) and TCP (an RST in CLOSE_WAIT is EPIPE): a stream that
 // had received the closing peer's EOF reads the rest and EOF; only its writes fail.
-void LoopbackStream::peer_closed() {
+// A graceful close (after shutdown_write) leaves our pipe to us: its bytes, delayed ones
+// included, and the EOF still arrive, as a lingering TCP socket delivers them.
+void LoopbackStream::peer_closed(bool graceful) {
   if (error_ || closed_) return;
-  if (!in().eof_delivered()) return peer_failed(make_error_code(Errc::connection_reset));
+  if (!graceful && !in().eof_delivered()) {
+    return peer_failed(make_error_code(Errc::connection_reset));
+  }
   peer_gone_ = true;
   schedule_notify();
 }
@@ -239,23 +272,22 @@ bool LoopbackStream::writable_now() const {
 
 void LoopbackStream::schedule_notify() {
   if (notify_scheduled_ || closed_) return;
-  if (!(on_readable_ && readable_now()) && !(on_writable_ && writable_now())) return;
+  const auto due = [](const Direction& d, bool now) { return d.callback && d.armed && now; };
+  if (!due(on_readable_, readable_now()) && !due(on_writable_, writable_now())) return;
   notify_scheduled_ = true;
-  link_->loop.defer([this, weak = std::weak_ptr<int>(alive_)] {
+  link_->loop.defer([this, due, weak = std::weak_ptr<int>(alive_)] {
     if (weak.expired()) return;
     notify_scheduled_ = false;
     if (closed_) return;
-    if (on_readable_ && readable_now()) {
-      const Task cb = on_readable_;  // the callback may replace itself
+    for (Direction* d : {&on_readable_, &on_writable_}) {
+      if (!due(*d, d == &on_readable_ ? readable_now() : writable_now())) continue;
+      const Task cb = d->callback;  // the callback may replace itself
+      const std::uint64_t uses = d->uses;
       cb();
       if (weak.expired() || closed_) return;
+      if (d->uses == uses) d->armed = false;  // no progress: rest until read/write/set
     }
-    if (on_writable_ && writable_now()) {
-      const Task cb = on_writable_;
-      cb();
-      if (weak.expired() || closed_) return;
-    }
-    schedule_notify();  // level-triggered: again next iteration while it still holds
+    schedule_notify();  // again next iteration after progress, while it still holds
   });
 }
 

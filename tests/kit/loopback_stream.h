@@ -73,7 +73,7 @@ class LoopbackStream final : public StreamImpl {
   // Called by the other end, a fault or a delivery timer.
   void fail(std::error_code ec);         // this end fails (an injected fault), the peer is reset
   void peer_failed(std::error_code ec);  // keeps what was delivered, drops the rest
-  void peer_closed();                    // the peer's close(): a reset, or EOF then peer_closed
+  void peer_closed(bool graceful);       // the peer's close(): a reset, or EOF then peer_closed
   void schedule_notify();
 
  private:
@@ -91,8 +91,20 @@ class LoopbackStream final : public StreamImpl {
   std::shared_ptr<LoopbackFaults> faults_;
   std::string local_;
   std::string peer_;
-  Task on_readable_;
-  Task on_writable_;
+  // A readiness direction (rmsg/stream.h's rule): armed until a call of its callback
+  // changed nothing (no arming read()/write() ran in it); read()/write() results other
+  // than a repeated EOF/error and setting the callback arm it again.
+  struct Direction {
+    Task callback;
+    bool armed = true;
+    std::uint64_t uses = 0;
+  };
+  void arm(Direction& d);
+  // Returns an error value, arming both directions the first time it is reported.
+  std::error_code report(std::error_code ec);
+  Direction on_readable_;
+  Direction on_writable_;
+  bool error_reported_ = false;
   std::error_code error_;  // the first failure; sticky
   bool closed_ = false;
   bool write_shut_ = false;
