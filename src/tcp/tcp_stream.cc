@@ -203,8 +203,8 @@ Result<void> TcpStream::shutdown_write() {
 }
 
 void TcpStream::close() {
-  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed_) return;
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   closed_ = true;
   loop_.unwatch(watch_);
   watch_ = 0;
