@@ -3,7 +3,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <vector>
 
 #include "kit/loop_fixture.h"
@@ -109,14 +111,32 @@ TEST_F(LoopTest, WatcherRemovedByAnEarlierCallbackInTheSameBatch) {
   EXPECT_EQ(calls_a + calls_b, 1);
 }
 
+// A reset, not just a hang-up: bytes written from the watched end sit unread in the other
+// end when it closes, so the kernel fails the watched end (ECONNRESET: EPOLLERR|EPOLLHUP).
+// The watcher must see kIoError along with its interest, and read() the error itself.
 TEST_F(LoopTest, HangupIsReportedAsError) {
   SocketPair sp;
+  ASSERT_EQ(::write(sp.fd[0], "unread", 6), 6);
   std::uint32_t seen = 0;
-  ASSERT_TRUE(loop().watch(sp.fd[0], kReadable, [&](std::uint32_t ev) { seen |= ev; }).ok());
+  int read_errno = 0;
+  ssize_t read_result = 1;
+  auto w = loop().watch(sp.fd[0], kReadable, [&](std::uint32_t ev) {
+    if (seen != 0) return;  // the first report: a later read sees the error consumed
+    seen = ev;
+    char buf[16];
+    read_result = ::read(sp.fd[0], buf, sizeof buf);
+    read_errno = read_result < 0 ? errno : 0;
+  });
+  ASSERT_TRUE(w.ok());
   ::close(sp.fd[1]);
   sp.fd[1] = -1;
   EXPECT_TRUE(loop().run_for([&] { return seen != 0; }, 5s));
-  EXPECT_TRUE(seen & kReadable);
+  loop().unwatch(*w);
+  EXPECT_TRUE(seen & kIoError) << "events " << seen;
+  EXPECT_TRUE(seen & kReadable) << "events " << seen;
+  EXPECT_FALSE(seen & kWritable) << "kWritable is outside the interest: " << seen;
+  EXPECT_EQ(read_result, -1);
+  EXPECT_EQ(read_errno, ECONNRESET) << std::strerror(read_errno);
 }
 
 TEST_F(LoopTest, DeferredTasksRunInOrderAfterCurrentIteration) {
