@@ -3,6 +3,7 @@
 #include "rmsg/connection_manager.h"
 
 #include "cm/manager_impl.h"
+#include "loop/loop_thread.h"
 #include "rmsg/tcp.h"
 
 namespace rmsg {
@@ -71,6 +72,7 @@ void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params, Report
 Result<Listener> ConnectionManager::Impl::listen(const SocketAddress& address,
                                                  const ConnectionParams& params,
                                                  AcceptCallback on_accept) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (params.transport == Transport::tcp) {
     return tcp_listen(loop_, address, params.tcp, std::move(on_accept));
   }
@@ -113,18 +115,21 @@ ConnectionManager::ConnectionManager(std::shared_ptr<Impl> impl) : impl_(std::mo
 ConnectionManager::~ConnectionManager() = default;
 
 void ConnectionManager::connect(const ConnectionParams& params, ConnectCallback done) {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   impl_->connect(params, [done = std::move(done)](Result<Stream> r, const ConnectReport&) {
     done(std::move(r));
   });
 }
 
 void ConnectionManager::connect(const ConnectionParams& params, ReportCallback done) {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   impl_->connect(params, std::move(done));
 }
 
 Result<Listener> ConnectionManager::listen(const SocketAddress& address,
                                            const ConnectionParams& params,
                                            AcceptCallback on_accept) {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   return impl_->listen(address, params, std::move(on_accept));
 }
 
@@ -132,15 +137,19 @@ const CounterSet& ConnectionManager::counters() const {
   return impl_->stats_->set();
 }
 std::size_t ConnectionManager::idle() const {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   return impl_->rdma_ ? impl_->rdma_->idle() : 0;
 }
 std::size_t ConnectionManager::recycling() const {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   return impl_->rdma_ ? impl_->rdma_->recycling() : 0;
 }
 std::size_t ConnectionManager::pending() const {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   return impl_->tcp_pending_ + (impl_->rdma_ ? impl_->rdma_->pending() : 0);
 }
 void ConnectionManager::drop_idle() {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   if (impl_->rdma_) impl_->rdma_->drop_idle();
 }
 EventLoop& ConnectionManager::loop() const {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <memory>
 
+#include "loop/loop_thread.h"
 #include "rmsg/tcp.h"
 #include "tcp/tcp_socket.h"
 #include "tcp/tcp_stream.h"
@@ -64,6 +65,7 @@ std::error_code connect_error(int err) {
 
 void tcp_connect(EventLoop& loop, const SocketAddress& address, const TcpOptions& options,
                  ConnectCallback callback) {
+  RMSG_ASSERT_LOOP_THREAD(loop);
   auto c = std::make_shared<Connector>(loop, options, std::move(callback));
   // The callback never runs inside this call, so callers need no re-entrancy care.
   auto fail_later = [&](std::error_code ec) { loop.defer([c, ec] { finish(c, ec); }); };

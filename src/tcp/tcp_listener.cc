@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "loop/loop_thread.h"
 #include "rmsg/log.h"
 #include "rmsg/tcp.h"
 #include "tcp/tcp_socket.h"
@@ -52,6 +53,7 @@ class TcpListener final : public ListenerImpl {
 
   void close() override {
     if (fd_ < 0) return;
+    RMSG_ASSERT_LOOP_THREAD(loop_);
     loop_.unwatch(watch_);
     watch_ = 0;
     if (pause_timer_ != 0) loop_.cancel_timer(pause_timer_);
@@ -106,6 +108,7 @@ class TcpListener final : public ListenerImpl {
 
 Result<Listener> tcp_listen(EventLoop& loop, const SocketAddress& address,
                             const TcpOptions& options, AcceptCallback on_accept) {
+  RMSG_ASSERT_LOOP_THREAD(loop);
   auto fd = tcp::open_socket(address);
   if (!fd) return fd.error();
   const int one = 1;
