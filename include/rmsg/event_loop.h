@@ -2,10 +2,11 @@
 // thread-safe post() queue woken through an eventfd.
 //
 // Threading: one loop per thread. Every method is loop-thread-only (the thread that calls
-// run()/run_once(), or that constructed the loop before it first runs) EXCEPT post(),
-// stop() and fd(), which any thread may call. Callbacks run on the loop thread, one at a
-// time; a callback may call any loop method, including removing its own watcher or
-// cancelling its own timer.
+// run()/run_once(); before the loop first runs, any one thread at a time) EXCEPT post(),
+// stop(), now(), counters() and fd(), which any thread may call. Debug builds abort a
+// loop-thread-only call from another thread (src/loop/loop_thread.h). Callbacks run on
+// the loop thread, one at a time; a callback may call any loop method, including removing
+// its own watcher or cancelling its own timer.
 //
 // Embedding: fd() is an epoll fd that becomes readable whenever run_once(0) has work to
 // do; an application's own loop (libuv, asio, plain epoll) watches it and calls
