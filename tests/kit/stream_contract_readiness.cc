@@ -51,7 +51,9 @@ void run_idle(EventLoop& loop, Duration span) {
 // writable), not one per loop iteration. The callbacks use the stream the way a reader
 // and an idle writer do: read until would_block, write nothing.
 TEST_P(StreamContract, IdleStreamCallsEachCallbackAtMostOnceASecond) {
-  auto [a, b] = connect_pair();
+  auto pair = connect_pair();  // named, not bound: lambdas capture them (clang 14)
+  Stream& a = pair.first;
+  Stream& b = pair.second;
   ASSERT_TRUE(a && b);
   int calls[2][2] = {};  // [end][readable, writable]
   Stream* ends[2] = {&a, &b};
@@ -83,7 +85,9 @@ TEST_P(StreamContract, IdleStreamCallsEachCallbackAtMostOnceASecond) {
 // A callback that does not read made no progress: it is not called again while its data
 // waits, until the application reads (outside any callback here) or sets it again.
 TEST_P(StreamContract, IgnoredReadinessRestsUntilReadOrSetAgain) {
-  auto [a, b] = connect_pair();
+  auto pair = connect_pair();  // named, not bound: lambdas capture them (clang 14)
+  Stream& a = pair.first;
+  Stream& b = pair.second;
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(a.write(bytes_of("0123456789")).ok());
   int fired = 0;
@@ -139,7 +143,9 @@ TEST_P(StreamContract, IgnoredReadinessRestsUntilReadOrSetAgain) {
 // on_writable has been called and rested; the application then writes outside callbacks
 // until would_block; the peer reads outside its callbacks (a timer); on_writable must come.
 TEST_P(StreamContract, WouldBlockWriterGetsOnWritableOnceThePeerReads) {
-  auto [a, b] = connect_pair();
+  auto pair = connect_pair();  // named, not bound: lambdas capture them (clang 14)
+  Stream& a = pair.first;
+  Stream& b = pair.second;
   ASSERT_TRUE(a && b);
   int fired = 0;
   a.on_writable([&] { ++fired; });  // writes nothing: rests after this call

@@ -204,7 +204,9 @@ TEST_F(TcpGracefulClose, TrailingBytesTheServerNeverReadsDoNotResetTheReply) {
 TEST_F(TcpGracefulClose, LingerTimeoutAbortsAPeerThatNeverCloses) {
   TcpOptions options;
   options.linger_timeout = 200ms;
-  auto [client, server] = connect_pair(options);
+  auto pair = connect_pair(options);  // named: the lambdas capture it (clang 14)
+  Stream& client = pair.first;
+  Stream& server = pair.second;
   ASSERT_TRUE(client && server);
   ASSERT_TRUE(server.write("reply", 5).ok());
   ASSERT_TRUE(server.shutdown_write().ok());
