@@ -137,10 +137,12 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   Result<void> repost(std::uint32_t block);
   void flush_control();
   void fail(std::error_code ec);
+  // readiness (stream_readiness.cc)
   void changed();
   void schedule_notify();
   bool readable_now() const;
   bool writable_now() const;
+  // the one ConnState transition (stream_setup.cc)
   void enter(ConnState to);
   bool established() const noexcept { return conn_ == ConnState::established; }
   bool closed() const noexcept { return conn_ == ConnState::closed; }

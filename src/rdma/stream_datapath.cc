@@ -1,4 +1,4 @@
-// RdmaStream: data path — write (S2.3-S2.5), read (S2.6), completions, credits, readiness.
+// RdmaStream: data path — write (S2.3-S2.5), read (S2.6), completions, credits.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -154,18 +154,6 @@ Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
   if (rx_ != RxState::open) return std::size_t{0};
   if (counters_) counters_->read_would_block.add();
   return Errc::would_block;
-}
-
-void RdmaStream::on_readable(Task callback) {
-  on_readable_ = std::move(callback);
-  want_ |= kWantRead;
-  schedule_notify();
-}
-
-void RdmaStream::on_writable(Task callback) {
-  on_writable_ = std::move(callback);
-  want_ |= kWantWrite;
-  schedule_notify();
 }
 
 Result<void> RdmaStream::shutdown_write() {
@@ -400,57 +388,6 @@ void RdmaStream::fail(std::error_code ec) {
   move_qp_to_error();
   if (in_setup) finish_setup(ec);
   changed();
-}
-
-bool RdmaStream::readable_now() const {
-  return !recv_ring_.empty() || rx_ != RxState::open || error_;
-}
-
-// True also when write() would report an error: failed, the peer gone, or after our own
-// shutdown_write() (Errc::shutdown), as stream.h promises.
-bool RdmaStream::writable_now() const {
-  if (error_ || rx_ == RxState::gone || tx_ != TxState::open) return true;
-  return established() && credits_.can_send_data() && send_ring_.free_blocks() > 0 &&
-         sq_free() >= 2;
-}
-
-// A state change: both callbacks are due if their condition holds.
-void RdmaStream::changed() {
-  ++progress_;
-  want_ = kWantRead | kWantWrite;
-  schedule_notify();
-}
-
-// Defers one notification pass when a due callback's condition holds. A callback runs at
-// most once per pass and is due again only if its call made progress (progress_ moved:
-// bytes read or written, or a state change) — an unchanged state is never reported twice.
-void RdmaStream::schedule_notify() {
-  if (notify_scheduled_ || closed()) return;
-  const bool read_due = (want_ & kWantRead) != 0 && on_readable_ && readable_now();
-  const bool write_due = (want_ & kWantWrite) != 0 && on_writable_ && writable_now();
-  if (!read_due && !write_due) return;
-  notify_scheduled_ = true;
-  loop_.defer([this, weak = std::weak_ptr<int>(alive_)] {
-    if (weak.expired()) return;
-    notify_scheduled_ = false;
-    if ((want_ & kWantRead) != 0 && on_readable_ && readable_now()) {
-      want_ &= ~kWantRead;
-      const std::uint64_t before = progress_;
-      Task cb = on_readable_;
-      cb();
-      if (weak.expired()) return;
-      if (progress_ != before) want_ |= kWantRead;
-    }
-    if ((want_ & kWantWrite) != 0 && on_writable_ && writable_now()) {
-      want_ &= ~kWantWrite;
-      const std::uint64_t before = progress_;
-      Task cb = on_writable_;
-      cb();
-      if (weak.expired()) return;
-      if (progress_ != before) want_ |= kWantWrite;
-    }
-    schedule_notify();
-  });
 }
 
 }  // namespace rmsg::rdma
