@@ -138,7 +138,11 @@ Result<std::unique_ptr<rdma::ConnResources>> StructurePool::acquire(const ReuseK
     stats_->add("structures.create_failed");
     return res.error();
   }
-  res.value()->serial = ++next_serial_;
+  // 16 bits: after 65535 structures the serial wraps, past 0 (which means "outside a
+  // manager"). The epoch it goes into is informational; only a live structure's own
+  // generation tells its completions apart.
+  next_serial_ = rdma::next_serial(next_serial_);
+  res.value()->serial = next_serial_;
   stats_->add("structures.created");
   // Overwrites a stale entry: a structure freed without release (device removal) at
   // this same address.

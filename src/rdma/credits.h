@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/debug_assert.h"
 #include "rdma/wire.h"
 
 namespace rmsg::rdma {
@@ -22,6 +23,8 @@ class Credits {
   // `initial`: the peer's recv_block_count; `own_recv_blocks`: ours (sets the threshold).
   void reset(std::uint32_t initial, std::uint32_t own_recv_blocks) noexcept {
     credits_ = initial;
+    limit_ = initial;
+    own_ = own_recv_blocks;
     owed_ = 0;
     threshold_ = std::max<std::uint32_t>(2, own_recv_blocks / 2);
   }
@@ -39,14 +42,29 @@ class Credits {
     owed_ -= n;
     return static_cast<std::uint16_t>(n);
   }
-  void on_sent() noexcept { --credits_; }
-  void on_granted(std::uint32_t n) noexcept { credits_ += n; }
-  void on_reposted(std::uint32_t n = 1) noexcept { owed_ += n; }
+  void on_sent() noexcept {
+    RMSG_DEBUG_ASSERT(credits_ > 0);  // never negative: every post checked can_send_*
+    --credits_;
+  }
+  // The peer returned `n` credits. It can return at most what we sent and it consumed, so
+  // credits never exceed its recv_block_count: false (nothing changes) when they would, a
+  // protocol error of the peer's — the counts can then never overflow.
+  [[nodiscard]] bool on_granted(std::uint32_t n) noexcept {
+    if (n > limit_ - credits_) return false;
+    credits_ += n;
+    return true;
+  }
+  void on_reposted(std::uint32_t n = 1) noexcept {
+    owed_ += n;
+    RMSG_DEBUG_ASSERT(owed_ <= own_ || own_ == 0);  // one owed credit per receive block
+  }
 
  private:
   std::uint32_t credits_ = 0;
   std::uint32_t owed_ = 0;
   std::uint32_t threshold_ = 2;
+  std::uint32_t limit_ = 0;  // the peer's recv_block_count
+  std::uint32_t own_ = 0;    // our recv_block_count
 };
 
 }  // namespace rmsg::rdma

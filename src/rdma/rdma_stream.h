@@ -3,7 +3,8 @@
 // Setup (stream_setup.cc) runs through rdmacm::CmConnection; this class is its delegate and
 // obtains its ConnResources through ResourceHooks at the CM's seam. The data path
 // (stream_datapath.cc):
-//   send  a ring of K blocks; write() (and writev(), its gather form) reaps the send CQ
+//   send  a ring of K blocks (SendRing: positions, WR slots, signalling); write() (and writev(),
+//   its gather form) reaps the send CQ
 //         only when the free blocks do not cover the bytes asked (S2.3/S2.4), copies
 //         into blocks by index (S2.5) and posts one SEND_WITH_IMM per block (a write's
 //         SENDs go in chains of up to 16 WRs, one ibv_post_send each), selectively
@@ -11,23 +12,30 @@
 //         queue's last data slot, or every K/2 WRs, so a blocked writer always has a
 //         completion coming that frees space.
 //   recv  R blocks, all posted before connect/accept; completions queue blocks with their
-//         lengths; read() copies across blocks and re-posts each consumed one (S2.6). An
+//         lengths (RecvRing); read() copies across blocks and re-posts each consumed one (S2.6). An
 //         invalid completion fails this stream only.
 //   flow  Credits (credits.h): no SEND without a peer receive for it.
+//   ready readiness callbacks run when their condition becomes true (a completion or a
+//         state change: changed()), when set while it holds, and again after a call only
+//         if that call made progress (read/write moved bytes, or the state changed) —
+//         never again for an unchanged state. on_writable also fires once when write()
+//         would report an error (failed, peer gone, after shutdown_write()).
 //
 // Threading: loop thread only. Ownership: the Stream handle owns it once established;
 // before that the listener (passive) or the stream itself (active connect) does.
 #pragma once
 
 #include <array>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "rdma/credits.h"
+#include "rdma/recv_ring.h"
 #include "rdma/resources.h"
+#include "rdma/send_ring.h"
 #include "rdma/stream_counters.h"
+#include "rdma/stream_state.h"
 #include "rdma/wire.h"
 #include "rdmacm/cm_connection.h"
 #include "rmsg/rdma.h"
@@ -81,12 +89,6 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   EventLoop& loop() const override { return loop_; }
 
  private:
-  struct Ready {
-    std::uint32_t block;
-    std::uint32_t len;
-    std::uint32_t offset;
-  };
-
   RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
              ResourceHooks hooks, std::shared_ptr<rdmacm::CmChannel> channel);
 
@@ -116,7 +118,7 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   bool peer_can_send() const;
   void on_async_event(const verbs::AsyncEvent& event);
   void drop_device_resources();
-  void release_resources(verbs::CmId old_id, bool timewait_exited);
+  void release_resources(verbs::CmId old_id, bool timewait_exited, bool was_established);
 
   // data path (stream_datapath.cc)
   bool poll_completions();
@@ -132,19 +134,19 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   void stage_message(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len);
   Result<void> post_chain(SendChain& chain);
   Result<void> post_probe();
-  void note_posted(bool signalled);
   Result<void> repost(std::uint32_t block);
   void flush_control();
   void fail(std::error_code ec);
+  // readiness (stream_readiness.cc)
+  void changed();
   void schedule_notify();
   bool readable_now() const;
   bool writable_now() const;
-  std::uint32_t free_blocks() const noexcept {
-    return geometry_.send_block_count - (send_head_ - send_tail_);
-  }
-  std::uint32_t sq_free() const noexcept {
-    return geometry_.sq_depth() - static_cast<std::uint32_t>(wr_seq_ - wr_done_);
-  }
+  // the one ConnState transition (stream_setup.cc)
+  void enter(ConnState to);
+  bool established() const noexcept { return conn_ == ConnState::established; }
+  bool closed() const noexcept { return conn_ == ConnState::closed; }
+  std::uint32_t sq_free() const noexcept { return send_ring_.free_slots(); }
 
   EventLoop& loop_;
   RdmaOptions options_;
@@ -164,28 +166,24 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   std::uint32_t features_ = 0;  // both hellos set these bits (wire.h, Feature bits)
   Credits credits_;
 
-  // send ring and send queue (monotonic counters; block index = counter % K)
-  std::uint32_t send_head_ = 0;              // next block to fill
-  std::uint32_t send_tail_ = 0;              // oldest block not known complete
-  std::uint64_t wr_seq_ = 0;                 // next send WR sequence number
-  std::uint64_t wr_done_ = 0;                // every WR below this completed
-  std::vector<std::uint32_t> wr_block_end_;  // per WR (seq % sq depth): send_head_ after it
-  std::uint32_t unsignalled_ = 0;
+  SendRing send_ring_;  // send blocks and send-queue slots (wr_id index = slot)
+  RecvRing recv_ring_;  // receive blocks: posted, queued for read(), consumed
 
-  // receive ring
-  std::deque<Ready> ready_;
+  // state (stream_state.h)
+  bool passive_ = false;  // the role, fixed at start_accept
+  ConnState conn_ = ConnState::connecting;
+  TxState tx_ = TxState::open;
+  RxState rx_ = RxState::open;
+  bool qp_error_ = false;  // the QP's own state: moved to ERR, flushed completions expected
+  std::error_code error_;  // set with failed / setup_failed, sticky
 
-  // state
-  bool passive_ = false;
-  bool established_ = false;
-  bool shutdown_ = false;     // shutdown_write() called
-  bool fin_pending_ = false;  // FIN still to post
-  bool peer_fin_ = false;     // FIN received: EOF after the queued data
-  bool peer_gone_ = false;    // disconnected after its FIN: writes get peer_closed
-  bool qp_error_ = false;     // QP moved to ERR: flushed completions are expected
-  bool closed_ = false;
+  // readiness: which callbacks are due (the state changed, or their last call made
+  // progress), and a count of progress for telling whether a call made any
+  static constexpr std::uint8_t kWantRead = 1;
+  static constexpr std::uint8_t kWantWrite = 2;
+  std::uint8_t want_ = 0;
   bool notify_scheduled_ = false;
-  std::error_code error_;
+  std::uint64_t progress_ = 0;
 
   WatchId send_watch_ = 0;
   WatchId recv_watch_ = 0;
@@ -200,7 +198,6 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   std::uint64_t rx_messages_ = 0;
   std::uint64_t rx_seen_ = 0;
   std::uint32_t idle_ticks_ = 0;
-  std::uint64_t probe_end_ = 0;  // wr_seq_ after the last window probe
   bool peer_keepalive_ = false;  // the peer sends keepalives: its silence means something
   std::uint64_t destroy_hook_ = 0;
   verbs::AsyncRegistration async_;  // reset before res_ is released: it names QP and CQs

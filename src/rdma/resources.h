@@ -47,9 +47,11 @@ struct ConnResources {
 
   Geometry geometry;
   std::uint32_t inline_granted = 0;
-  // Bumped on every use; carried in wr_ids so a completion of an earlier use is stale.
+  // Bumped on every use (next_generation); carried in wr_ids so a completion of an earlier
+  // use is stale. 0 only before the first use.
   std::uint16_t generation = 0;
-  // The connection manager's number for this structure (0 outside a manager).
+  // The connection manager's number for this structure (0 outside a manager; a manager's
+  // serials skip 0 when they wrap).
   std::uint16_t serial = 0;
   // Receives posted in the current generation whose completion nobody has polled yet:
   // recycling reaps exactly this many (flushed) receive completions.
@@ -67,6 +69,21 @@ struct ConnResources {
     return recv_ring.get() + static_cast<std::size_t>(i) * geometry.recv_block_size;
   }
 };
+
+// The generation of a structure's next use. Comparing 16-bit generations for equality is
+// enough across their wrap because a structure is reused only after the Recycler reaped
+// every completion of its previous use (the flushed marker after all sends, exactly
+// recv_posted receives): a CQ never holds completions of more than the previous use, so
+// only two consecutive generations ever meet, and those always differ. 0 is skipped so
+// that it keeps meaning "never used".
+constexpr std::uint16_t next_generation(std::uint16_t g) noexcept {
+  return g == 0xFFFF ? std::uint16_t{1} : static_cast<std::uint16_t>(g + 1);
+}
+
+// A connection manager's next structure serial: 16 bits like the generation, 0 skipped too.
+constexpr std::uint16_t next_serial(std::uint16_t s) noexcept {
+  return next_generation(s);
+}
 
 // Builds a fresh structure on `ctx` (QP in RESET) in the protection domain `pd` (a new
 // one when null). The inline size is probed downwards from the requested one when the

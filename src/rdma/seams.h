@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "rmsg/stream.h"
 
@@ -22,5 +23,17 @@ ibv_qp* stream_qp(const Stream& stream);
 void set_extra_hello_features(std::uint32_t bits);
 // The feature bits both hellos of an RDMA stream set (0 for another transport).
 std::uint32_t stream_features(const Stream& stream);
+
+// Where the rings of streams set up from now on start: the first send block and send-queue
+// slot, and the structure generation before this use's bump (next_generation): for
+// tests that run a stream across the wrap of each index. Any thread (a mutex); set it
+// before the connects it is for, and back to RingStart{} after.
+struct RingStart {
+  std::uint32_t send_block = 0;
+  std::uint32_t send_slot = 0;
+  std::optional<std::uint16_t> generation;
+};
+void set_ring_start(const RingStart& start);
+RingStart ring_start();
 
 }  // namespace rmsg::rdma

@@ -1,4 +1,4 @@
-// RdmaStream: data path — write (S2.3-S2.5), read (S2.6), completions, credits, readiness.
+// RdmaStream: data path — write (S2.3-S2.5), read (S2.6), completions, credits.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -57,14 +57,14 @@ class RdmaStream::GatherSource {
 };
 
 Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
-  if (closed_) return Errc::closed;
+  if (closed()) return Errc::closed;
   if (data.empty()) return Errc::invalid_argument;
   GatherSource src({&data, 1});
   return send_data(src);
 }
 
 Result<std::size_t> RdmaStream::writev(std::span<const std::span<const std::byte>> parts) {
-  if (closed_) return Errc::closed;
+  if (closed()) return Errc::closed;
   GatherSource src(parts);
   if (src.size() == 0) return std::size_t{0};
   return send_data(src);
@@ -74,13 +74,15 @@ Result<std::size_t> RdmaStream::writev(std::span<const std::span<const std::byte
 // SQ slots), one SEND each, and every chain of up to SendChain::kMax is one post.
 Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
   if (error_) return error_;
-  if (shutdown_) return Errc::shutdown;
-  if (peer_gone_) return Errc::peer_closed;
-  if (!established_) return Errc::not_connected;
+  if (tx_ != TxState::open) return Errc::shutdown;
+  if (rx_ == RxState::gone) return Errc::peer_closed;
+  if (!established()) return Errc::not_connected;
   const std::size_t size = src.size();
   // S2.3/S2.4: reap only when the free blocks cannot take everything asked for.
   const std::size_t blocks_needed = (size + max_message_ - 1) / max_message_;
-  if (free_blocks() < blocks_needed || sq_free() < blocks_needed + 1) poll_send_cq();
+  if (send_ring_.free_blocks() < blocks_needed || sq_free() < blocks_needed + 1) {
+    if (poll_send_cq() > 0) changed();
+  }
   if (error_) return error_;  // a bad completion just reaped
   SendChain chain;
   std::size_t staged = 0;  // bytes in the chain
@@ -91,14 +93,14 @@ Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
       counters_->credit_stalls.add();
       break;
     }
-    if (free_blocks() == 0 || sq_free() < 2) break;  // one SQ slot stays for control
+    if (send_ring_.free_blocks() == 0 || sq_free() < 2) break;  // one SQ slot stays for control
     if (chain.full()) {
       if (auto r = post_chain(chain); !r) return write_failed(r.error(), done);
       done += std::exchange(staged, 0);
     }
     const std::size_t at = done + staged;
     const auto len = static_cast<std::uint32_t>(std::min<std::size_t>(max_message_, size - at));
-    std::byte* block = res_->send_block(send_head_ % geometry_.send_block_count);
+    std::byte* block = res_->send_block(send_ring_.head_block());
     src.copy_to(block, len);  // S2.5: by block index
     stage_message(chain, wire::MsgType::data, block, len);
     staged += len;
@@ -110,6 +112,7 @@ Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
     return Errc::would_block;
   }
   counters_->bytes_sent.add(done);
+  ++progress_;
   return done;
 }
 
@@ -118,55 +121,48 @@ Result<std::size_t> RdmaStream::write_failed(std::error_code ec, std::size_t pos
   fail(ec);
   if (posted == 0) return error_;
   counters_->bytes_sent.add(posted);
+  ++progress_;
   return posted;
 }
 
 Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
-  if (closed_) return Errc::closed;
+  if (closed()) return Errc::closed;
   if (buf.empty()) return Errc::invalid_argument;
-  if (ready_.empty() && res_ && !qp_error_) poll_recv_cq();  // S2.6: nothing buffered
+  // S2.6: nothing buffered. What this poll takes in (credit grants too) is a state change
+  // like any other: a writer waiting in on_writable must hear of it.
+  if (recv_ring_.empty() && res_ && !qp_error_ && poll_recv_cq() > 0) {
+    flush_control();
+    changed();
+  }
   std::size_t done = 0;
-  while (done < buf.size() && !ready_.empty()) {
-    Ready& r = ready_.front();
-    const std::size_t n = std::min<std::size_t>(buf.size() - done, r.len - r.offset);
-    std::memcpy(buf.data() + done, res_->recv_block(r.block) + r.offset, n);
-    r.offset += static_cast<std::uint32_t>(n);
+  while (done < buf.size() && !recv_ring_.empty()) {
+    const RecvRing::Front f = recv_ring_.front();
+    const auto n =
+        static_cast<std::uint32_t>(std::min<std::size_t>(buf.size() - done, f.len - f.offset));
+    std::memcpy(buf.data() + done, res_->recv_block(f.block) + f.offset, n);
     done += n;
-    if (r.offset == r.len) {
-      const std::uint32_t block = r.block;
-      ready_.pop_front();
-      if (!error_ && !qp_error_) {
-        if (auto rp = repost(block); !rp) fail(rp.error());
-      }
+    if (recv_ring_.consume(n) && !error_ && !qp_error_) {
+      if (auto rp = repost(f.block); !rp) fail(rp.error());
     }
   }
   if (done > 0) {
     flush_control();
+    ++progress_;
     return done;
   }
   if (error_) return error_;
-  if (peer_fin_) return std::size_t{0};
+  if (rx_ != RxState::open) return std::size_t{0};
   if (counters_) counters_->read_would_block.add();
   return Errc::would_block;
 }
 
-void RdmaStream::on_readable(Task callback) {
-  on_readable_ = std::move(callback);
-  schedule_notify();
-}
-
-void RdmaStream::on_writable(Task callback) {
-  on_writable_ = std::move(callback);
-  schedule_notify();
-}
-
 Result<void> RdmaStream::shutdown_write() {
-  if (closed_) return Errc::closed;
+  if (closed()) return Errc::closed;
   if (error_) return error_;
-  if (shutdown_) return {};
-  shutdown_ = true;
-  fin_pending_ = true;
+  if (tx_ != TxState::open) return {};
+  tx_ = TxState::fin_pending;
   flush_control();
+  changed();  // write() now reports Errc::shutdown: on_writable hears of it once
   return {};
 }
 
@@ -181,37 +177,30 @@ Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, 
 void RdmaStream::stage_message(SendChain& chain, wire::MsgType type, const std::byte* src,
                                std::uint32_t len) {
   const bool data = type == wire::MsgType::data;
-  const std::uint32_t blocks_after = free_blocks() - (data ? 1 : 0);
-  const std::uint32_t sq_after = sq_free() - 1;
-  const std::uint32_t interval = std::max<std::uint32_t>(1, geometry_.send_block_count / 2);
-  // Without a signalled WR at the point where space runs out, no completion would come to
-  // free it, and writable readiness would never fire again.
-  const bool signal = blocks_after == 0 || sq_after <= 1 || unsignalled_ + 1 >= interval;
+  const SendRing::Post post = send_ring_.post(data);  // block, slot, signalling decision
   const int i = chain.n++;
   ibv_sge& sge = chain.sge[i];
   sge = {reinterpret_cast<std::uintptr_t>(src), len, res_->send_mr->lkey};
   ibv_send_wr& wr = chain.wr[i];
   wr = {};
-  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, wr_seq_);
+  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, post.slot);
   wr.opcode = IBV_WR_SEND_WITH_IMM;
   wr.imm_data = htonl(wire::encode_imm(type, credits_.take_owed()));
   wr.sg_list = len > 0 ? &sge : nullptr;
   wr.num_sge = len > 0 ? 1 : 0;
-  unsigned flags = signal ? unsigned{IBV_SEND_SIGNALED} : 0u;
+  unsigned flags = post.signalled ? unsigned{IBV_SEND_SIGNALED} : 0u;
   if (len > 0 && len <= res_->inline_granted) flags |= IBV_SEND_INLINE;
   wr.send_flags = flags;
   if (i > 0) chain.wr[i - 1].next = &wr;
   credits_.on_sent();
   ++tx_messages_;
   if (data) {
-    ++send_head_;
     ++stats_.data_messages_sent;
     counters_->messages_sent.add();
   } else {
     if (type == wire::MsgType::credit) ++stats_.credit_messages_sent;
     counters_->control_sent.add();
   }
-  note_posted(signal);  // after send_head_ moved past this message's block
 }
 
 // A writer stalled on credits cannot send a keepalive. A zero-length RDMA WRITE needs no
@@ -221,20 +210,13 @@ Result<void> RdmaStream::post_probe() {
   SendChain chain;
   ibv_send_wr& wr = chain.wr[chain.n++];
   wr = {};
-  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, wr_seq_);
+  const SendRing::Post post = send_ring_.post(false, /*force_signal=*/true);
+  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, post.slot);
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.send_flags = IBV_SEND_SIGNALED;  // its completion tells that it is no longer in flight
-  note_posted(true);
-  probe_end_ = wr_seq_;
+  send_ring_.mark();                  // marked_done() once it completed
   counters_->probes_sent.add();
   return post_chain(chain);
-}
-
-// Send-queue accounting of the WR numbered wr_seq_ (it holds the blocks up to send_head_).
-void RdmaStream::note_posted(bool signalled) {
-  wr_block_end_[wr_seq_ % wr_block_end_.size()] = send_head_;
-  ++wr_seq_;
-  unsignalled_ = signalled ? 0 : unsignalled_ + 1;
 }
 
 // One ibv_post_send for the whole chain: one doorbell (on rxe, one system call). A failure
@@ -259,15 +241,16 @@ Result<void> RdmaStream::repost(std::uint32_t block) {
   ibv_recv_wr* bad = nullptr;
   RMSG_TRY(verbs::check_rc(ibv_post_recv(res_->qp.get(), &wr, &bad)));
   ++res_->recv_posted;
+  recv_ring_.on_posted(block);
   credits_.on_reposted();
   return {};
 }
 
 void RdmaStream::flush_control() {
-  if (!established_ || error_ || closed_ || qp_error_) return;
-  if (fin_pending_ && credits_.can_send_data() && sq_free() >= 1) {
+  if (!established() || error_ || qp_error_) return;
+  if (tx_ == TxState::fin_pending && credits_.can_send_data() && sq_free() >= 1) {
     if (auto r = post_message(wire::MsgType::fin, nullptr, 0); !r) return fail(r.error());
-    fin_pending_ = false;
+    tx_ = TxState::fin_sent;
   }
   if (credits_.should_send_credit() && sq_free() >= 1) {
     if (auto r = post_message(wire::MsgType::credit, nullptr, 0); !r) return fail(r.error());
@@ -279,7 +262,7 @@ bool RdmaStream::poll_completions() {
   const int n = poll_send_cq() + poll_recv_cq();
   if (n > 0) {
     flush_control();
-    schedule_notify();
+    changed();
   }
   return n > 0;
 }
@@ -316,7 +299,6 @@ int RdmaStream::poll_recv_cq() {
 
 void RdmaStream::on_send_completion(const ibv_wc& wc) {
   if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
-  const std::uint64_t seq = wire::wr_index(wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
     counters_->wc_error(wc.status);
     if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
@@ -325,11 +307,9 @@ void RdmaStream::on_send_completion(const ibv_wc& wc) {
     }
     return;
   }
-  // Completions arrive in order: one signalled WR completes every WR before it.
-  if (seq >= wr_done_ && seq < wr_seq_) {
-    wr_done_ = seq + 1;
-    send_tail_ = wr_block_end_[seq % wr_block_end_.size()];
-  }
+  // Completions arrive in order: one signalled WR completes every WR before it. A slot
+  // not in flight is ignored (SendRing::complete).
+  send_ring_.complete(static_cast<std::uint32_t>(wire::wr_index(wc.wr_id)));
   ++stats_.send_completions;
 }
 
@@ -349,30 +329,41 @@ void RdmaStream::on_recv_completion(const ibv_wc& wc) {
   const auto block = static_cast<std::uint32_t>(wire::wr_index(wc.wr_id));
   auto imm = wire::decode_imm(ntohl(wc.imm_data));
   const bool ok_opcode = wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
-  if (!ok_opcode || !imm || block >= geometry_.recv_block_count) {
+  if (!ok_opcode || !imm || block >= recv_ring_.blocks()) {
     RMSG_LOG(warn, "rdma: invalid receive completion (opcode %d, flags %#x)", wc.opcode,
              wc.wc_flags);
     return fail(make_error_code(Errc::protocol_error));
   }
-  credits_.on_granted(imm->credits);
+  if (!credits_.on_granted(imm->credits)) {
+    RMSG_LOG(warn, "rdma: the peer returned %u credits, more than it was sent", imm->credits);
+    return fail(make_error_code(Errc::protocol_error));
+  }
   const bool is_data = imm->type == wire::MsgType::data;
   const bool bad_len =
       is_data ? (wc.byte_len == 0 || wc.byte_len > geometry_.recv_block_size) : wc.byte_len != 0;
   const bool after_fin_ok =
       imm->type == wire::MsgType::credit || imm->type == wire::MsgType::keepalive;
-  if (bad_len || (peer_fin_ && !after_fin_ok)) {
+  const bool peer_fin = rx_ != RxState::open;
+  if (bad_len || (peer_fin && !after_fin_ok)) {
     RMSG_LOG(warn, "rdma: invalid message (type %d, %u bytes%s)", static_cast<int>(imm->type),
-             wc.byte_len, peer_fin_ ? ", after FIN" : "");
+             wc.byte_len, peer_fin ? ", after FIN" : "");
     return fail(make_error_code(Errc::protocol_error));
   }
   ++rx_messages_;
   if (is_data) {
     counters_->messages_received.add();
     counters_->bytes_received.add(wc.byte_len);
-    ready_.push_back({block, wc.byte_len, 0});
+    if (!recv_ring_.on_data(block, wc.byte_len)) {
+      RMSG_LOG(warn, "rdma: completion of receive block %u, which is not posted", block);
+      return fail(make_error_code(Errc::protocol_error));
+    }
     return;
   }
-  if (imm->type == wire::MsgType::fin) peer_fin_ = true;
+  if (!recv_ring_.on_control(block)) {
+    RMSG_LOG(warn, "rdma: completion of receive block %u, which is not posted", block);
+    return fail(make_error_code(Errc::protocol_error));
+  }
+  if (imm->type == wire::MsgType::fin) rx_ = RxState::fin_received;
   if (imm->type == wire::MsgType::keepalive) {
     peer_keepalive_ = true;
     counters_->keepalives_received.add();
@@ -381,7 +372,7 @@ void RdmaStream::on_recv_completion(const ibv_wc& wc) {
 }
 
 void RdmaStream::fail(std::error_code ec) {
-  if (closed_) return;
+  if (closed()) return;
   if (error_) {
     // A flushed request only says that the QP is in error; the completion that put it
     // there (often on the other CQ, polled in the same pass) names the cause: keep that.
@@ -391,41 +382,12 @@ void RdmaStream::fail(std::error_code ec) {
   }
   error_ = ec;
   RMSG_LOG(warn, "rdma stream failed: %s", ec.message().c_str());
+  const bool in_setup = conn_ == ConnState::connecting;
+  enter(in_setup ? ConnState::setup_failed : ConnState::failed);
   if (cm_) cm_->disconnect();  // the peer learns at once
   move_qp_to_error();
-  if (!established_) finish_setup(ec);
-  schedule_notify();
-}
-
-bool RdmaStream::readable_now() const {
-  return !ready_.empty() || peer_fin_ || error_;
-}
-
-bool RdmaStream::writable_now() const {
-  if (error_ || peer_gone_) return true;  // write() reports it
-  return established_ && !shutdown_ && credits_.can_send_data() && free_blocks() > 0 &&
-         sq_free() >= 2;
-}
-
-void RdmaStream::schedule_notify() {
-  if (notify_scheduled_ || closed_) return;
-  if (!(on_readable_ && readable_now()) && !(on_writable_ && writable_now())) return;
-  notify_scheduled_ = true;
-  loop_.defer([this, weak = std::weak_ptr<int>(alive_)] {
-    if (weak.expired()) return;
-    notify_scheduled_ = false;
-    if (on_readable_ && readable_now()) {
-      Task cb = on_readable_;
-      cb();
-      if (weak.expired()) return;
-    }
-    if (on_writable_ && writable_now()) {
-      Task cb = on_writable_;
-      cb();
-      if (weak.expired()) return;
-    }
-    schedule_notify();  // level-triggered: again next iteration while it still holds
-  });
+  if (in_setup) finish_setup(ec);
+  changed();
 }
 
 }  // namespace rmsg::rdma

@@ -56,7 +56,7 @@ Result<void> RdmaStream::watch_device(rdma_cm_id* id) {
 
 void RdmaStream::on_async_event(const verbs::AsyncEvent& ev) {
   if (counters_) counters_->async_event(ev.type);
-  if (ev.type == IBV_EVENT_COMM_EST && cm_ && cm_->id() && !established_) {
+  if (ev.type == IBV_EVENT_COMM_EST && cm_ && cm_->id() && conn_ == ConnState::connecting) {
     // Data arrived before the CM's RTU: let the CM establish the connection now.
     rdma_notify(cm_->id(), IBV_EVENT_COMM_EST);
     return;
@@ -71,7 +71,7 @@ void RdmaStream::on_async_event(const verbs::AsyncEvent& ev) {
 void RdmaStream::drop_device_resources() {
   stop_liveness();
   async_.reset();
-  ready_.clear();
+  recv_ring_.clear();
   if (res_) unwatch_completions();
   res_.reset();
 }
@@ -97,18 +97,18 @@ void RdmaStream::stop_liveness() {
 
 // What the peer may send us at most: receives posted here and already announced to it.
 bool RdmaStream::peer_can_send() const {
-  const std::uint64_t held = ready_.size() + credits_.owed();
+  const std::uint64_t held = std::uint64_t{recv_ring_.queued()} + credits_.owed();
   return geometry_.recv_block_count >= held + 2;  // data and keepalives need 2 credits
 }
 
 void RdmaStream::on_liveness_tick() {
-  if (error_ || closed_ || qp_error_ || !established_ || !res_) return stop_liveness();
+  if (error_ || qp_error_ || !established() || !res_) return stop_liveness();
   const bool idle_tx = tx_messages_ == tx_seen_;
   if (idle_tx && options_.keepalive_interval.count() > 0 && sq_free() >= 2) {
     if (credits_.can_send_data()) {
       if (auto r = post_message(wire::MsgType::keepalive, nullptr, 0); !r) return fail(r.error());
       if (counters_) counters_->keepalives_sent.add();
-    } else if (wr_done_ >= probe_end_) {  // stalled on credits, no probe in flight
+    } else if (send_ring_.marked_done()) {  // stalled on credits, no probe in flight
       if (auto r = post_probe(); !r) return fail(r.error());
     }
   }

@@ -2,7 +2,9 @@
 // negotiation), completion-channel watching, close and teardown.
 #include <atomic>
 #include <cerrno>
+#include <mutex>
 
+#include "base/debug_assert.h"
 #include "rdma/rdma_stream.h"
 #include "rdma/seams.h"
 #include "rmsg/log.h"
@@ -11,6 +13,8 @@ namespace rmsg::rdma {
 namespace {
 
 std::atomic<std::uint32_t> extra_features{0};  // set_extra_hello_features (tests)
+std::mutex ring_start_mutex;                   // set_ring_start (tests)
+RingStart ring_start_value;
 
 std::uint32_t advertised_features() {
   return wire::kKnownFeatures | extra_features.load(std::memory_order_relaxed);
@@ -79,6 +83,16 @@ void set_extra_hello_features(std::uint32_t bits) {
   extra_features.store(bits, std::memory_order_relaxed);
 }
 
+void set_ring_start(const RingStart& start) {
+  const std::lock_guard lock(ring_start_mutex);
+  ring_start_value = start;
+}
+
+RingStart ring_start() {
+  const std::lock_guard lock(ring_start_mutex);
+  return ring_start_value;
+}
+
 void RdmaStream::negotiate(const wire::Hello& peer) {
   features_ = advertised_ & peer.features;
   max_message_ = std::min(geometry_.send_block_size, peer.recv_block_size);
@@ -90,8 +104,12 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   auto res = hooks_.acquire(id, geometry_);
   if (!res) return res.error();
   res_ = std::move(res).value();
-  ++res_->generation;
-  wr_block_end_.assign(geometry_.sq_depth(), 0);
+  const RingStart start = ring_start();
+  if (start.generation) res_->generation = *start.generation;
+  res_->generation = next_generation(res_->generation);
+  send_ring_.reset(geometry_.send_block_count, geometry_.sq_depth(), start.send_block,
+                   start.send_slot);
+  recv_ring_.reset(geometry_.recv_block_count);
   RMSG_TRY(watch_completions());
   RMSG_TRY(watch_device(id));
   wire::Hello h;
@@ -118,6 +136,7 @@ Result<void> RdmaStream::cm_post_receives() {
     ibv_recv_wr* bad = nullptr;
     RMSG_TRY(verbs::check_rc(ibv_post_recv(res_->qp.get(), &wr, &bad)));
     ++res_->recv_posted;
+    recv_ring_.on_posted(i);
   }
   return {};
 }
@@ -157,11 +176,11 @@ std::error_code RdmaStream::cm_rejected(int status, std::span<const std::byte> d
 }
 
 void RdmaStream::cm_established() {
-  established_ = true;
+  enter(ConnState::established);
   flush_control();
   start_liveness();
   finish_setup({});
-  schedule_notify();
+  changed();
 }
 
 void RdmaStream::cm_failed(std::error_code ec) {
@@ -172,14 +191,25 @@ void RdmaStream::cm_failed(std::error_code ec) {
 void RdmaStream::cm_disconnected() {
   if (res_ && !qp_error_) poll_recv_cq();  // what arrived before the peer's disconnect
   if (!error_) {
-    if (peer_fin_) {
-      peer_gone_ = true;
+    if (rx_ != RxState::open) {
+      rx_ = RxState::gone;
     } else {
       fail(make_error_code(Errc::connection_reset));
     }
   }
   move_qp_to_error();
-  schedule_notify();
+  changed();
+}
+
+// The one place ConnState changes (stream_state.h has the diagram).
+void RdmaStream::enter(ConnState to) {
+  RMSG_DEBUG_ASSERT(valid_transition(conn_, to));
+  if (!valid_transition(conn_, to)) {
+    RMSG_LOG(warn, "rdma stream: invalid transition %s -> %s", state_name(conn_), state_name(to));
+    return;
+  }
+  RMSG_LOG(debug, "rdma stream: %s -> %s", state_name(conn_), state_name(to));
+  conn_ = to;
 }
 
 void RdmaStream::finish_setup(std::error_code ec) {
@@ -230,21 +260,22 @@ void RdmaStream::move_qp_to_error() {
   }
 }
 
-void RdmaStream::release_resources(verbs::CmId old_id, bool timewait_exited) {
+void RdmaStream::release_resources(verbs::CmId old_id, bool timewait_exited, bool was_established) {
   if (!res_) return;
   if (!hooks_.release) {
     res_.reset();
     return;
   }
   // A peer's disconnect leaves the QP sound; any other error may have come from the QP.
-  const bool reusable =
-      established_ && (!error_ || error_ == Errc::connection_reset || error_ == Errc::peer_closed);
+  const bool reusable = was_established && (!error_ || error_ == Errc::connection_reset ||
+                                            error_ == Errc::peer_closed);
   hooks_.release({std::move(res_), reusable, std::move(old_id), timewait_exited});
 }
 
 void RdmaStream::close() {
-  if (closed_) return;
-  closed_ = true;
+  if (closed()) return;
+  const bool was_established = conn_ == ConnState::established || conn_ == ConnState::failed;
+  enter(ConnState::closed);
   on_readable_ = {};
   on_writable_ = {};
   setup_done_ = {};
@@ -257,13 +288,13 @@ void RdmaStream::close() {
   if (cm_ && hooks_.release) old_id = cm_->release_id();
   cm_.reset();  // rdma_disconnect (the peer sees DISCONNECTED), id retired
   move_qp_to_error();
-  release_resources(std::move(old_id), timewait_exited);
+  release_resources(std::move(old_id), timewait_exited, was_established);
   alive_.reset();  // deferred tasks of this stream become no-ops
 }
 
 std::error_code RdmaStream::error() const {
   if (error_) return error_;
-  if (closed_) return make_error_code(Errc::closed);
+  if (closed()) return make_error_code(Errc::closed);
   return {};
 }
 

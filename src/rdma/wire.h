@@ -121,7 +121,8 @@ Result<Imm> decode_imm(std::uint32_t imm);
 
 // ---- wr_id of every work request (local only, never on the wire).
 //  bits 63..48 generation of the connection structure (stale completions of an earlier
-//  use are recognised), bits 47..40 kind, bits 39..0 index (receive block / send sequence)
+//  use are recognised), bits 47..40 kind, bits 39..0 index (receive block / send-queue
+//  slot: SendRing positions are indices, so the index never needs more than its range)
 enum class WrKind : std::uint8_t { recv = 1, send = 2 };
 constexpr std::uint64_t make_wr_id(std::uint16_t gen, WrKind kind, std::uint64_t index) noexcept {
   return (static_cast<std::uint64_t>(gen) << 48) | (static_cast<std::uint64_t>(kind) << 40) |

@@ -8,6 +8,10 @@
 // gone, whichever thread created them before the loop first ran.
 // Threading: loop thread only. The loop must outlive the channel's other owners.
 //
+// One channel per loop, never one per id: ids never move between channels, so nothing here
+// calls rdma_migrate_id (which blocks until the id's events are acked, and so would deadlock
+// inside this channel's own dispatch).
+//
 // Each event is acked right after its handler returns. A handler may destroy its own cm
 // id only through retire(): rdma_destroy_id blocks until the id's events are acked, so
 // an id retired during dispatch is destroyed after the ack (on one thread, destroying it

@@ -186,7 +186,9 @@ TEST_P(StreamContract, TransfersMiBsByteExactInRandomSizes) {
 // "Gather write: as write() of the parts' concatenation, in one call ... a prefix of the
 // concatenation ... Empty parts are skipped; no parts at all (or only empty ones) return 0."
 TEST_P(StreamContract, WritevEqualsWriteOfTheConcatenation) {
-  auto [a, b] = connect_pair();
+  auto pair = connect_pair();  // named, not bound: the lambdas below capture them (clang 14)
+  Stream& a = pair.first;
+  Stream& b = pair.second;
   ASSERT_TRUE(a && b);
   auto none = a.writev({});
   ASSERT_TRUE(none.ok()) << none.error().message();

@@ -40,7 +40,7 @@ void deliver_one(Peer& p) {
   const Msg m = p.inbox.front();
   p.inbox.pop_front();
   --p.posted;
-  p.credits.on_granted(m.credits);
+  ASSERT_TRUE(p.credits.on_granted(m.credits)) << "more credits returned than sent";
   if (m.type == wire::MsgType::data) {
     ++p.unread;
   } else {

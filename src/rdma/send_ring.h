@@ -1,0 +1,79 @@
+// SendRing: the send side of an RDMA stream without verbs — which send block the next
+// data message fills, which send-queue slot its WR takes, whether that WR is signalled,
+// and which blocks a send completion frees. RdmaStream makes every one of these
+// decisions through this class, so the unit tests (tests/rdma/send_ring_test.cc) drive
+// the same code the stream runs.
+//
+// Positions are indices, never counters: the next block is `head` in [0, blocks), the
+// oldest WR in flight is `oldest` in [0, slots), and the wr_id of a send carries its slot
+// (docs/protocol.md, Local conventions). Nothing grows with the stream's lifetime, so
+// nothing wraps except an index back to 0, for any block count and any SQ depth.
+//
+// A completion of slot s completes every WR from `oldest` to s (a QP completes its sends
+// in order; unsignalled WRs complete with the next signalled one). A slot that is not in
+// flight (a bogus or repeated completion) is refused, not counted.
+//
+// Invariants (checked in debug builds): blocks in use <= blocks, WRs in flight <= slots,
+// a block is handed out only when free, and never twice.
+//
+// Threading: none of its own (the stream's loop thread).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rmsg::rdma {
+
+class SendRing {
+ public:
+  struct Post {
+    std::uint32_t slot;   // the WR's send-queue slot: its wr_id index
+    std::uint32_t block;  // the block a data WR fills (meaningless for control)
+    bool signalled;       // post it IBV_SEND_SIGNALED
+  };
+
+  // `blocks` send blocks (>= 1) and `slots` WR slots (the SQ depth, > blocks). The first
+  // block filled is `first_block`, the first slot `first_slot` (tests start near the end
+  // of the index range).
+  void reset(std::uint32_t blocks, std::uint32_t slots, std::uint32_t first_block = 0,
+             std::uint32_t first_slot = 0);
+
+  std::uint32_t blocks() const noexcept { return blocks_; }
+  std::uint32_t slots() const noexcept { return slots_; }
+  std::uint32_t free_blocks() const noexcept { return blocks_ - blocks_in_use_; }
+  std::uint32_t free_slots() const noexcept { return slots_ - in_flight_; }
+  std::uint32_t in_flight() const noexcept { return in_flight_; }
+  // The block the next data message fills.
+  std::uint32_t head_block() const noexcept { return head_; }
+
+  // The next WR is posted: a data WR takes the head block (free_blocks() > 0), every WR
+  // a slot (free_slots() > 0). `force_signal`: signalled whatever the rule says.
+  // Signalled when it takes the last free block or leaves at most one slot, or every
+  // blocks/2 WRs: a writer that runs out of space always has a completion coming.
+  Post post(bool data, bool force_signal = false);
+
+  // A successful send completion of `slot`. Returns the number of WRs it completed; 0 when
+  // the slot is not in flight.
+  std::uint32_t complete(std::uint32_t slot);
+
+  // Marks the WRs in flight now; marked_done() once all of them completed (a window probe
+  // waits for its own completion this way).
+  void mark() noexcept { marked_ = in_flight_; }
+  bool marked_done() const noexcept { return marked_ == 0; }
+
+ private:
+  void check() const;
+
+  std::uint32_t blocks_ = 0;
+  std::uint32_t slots_ = 0;
+  std::uint32_t head_ = 0;                 // next block to fill
+  std::uint32_t blocks_in_use_ = 0;        // filled and not known complete
+  std::uint32_t oldest_ = 0;               // slot of the oldest WR in flight
+  std::uint32_t in_flight_ = 0;            // WRs posted and not known complete
+  std::uint32_t unsignalled_ = 0;          // WRs since the last signalled one
+  std::uint32_t marked_ = 0;               // WRs of the mark still in flight
+  std::vector<std::uint8_t> slot_blocks_;  // per slot: blocks its WR holds (0 or 1)
+  std::vector<std::uint8_t> block_busy_;   // per block: handed out and not freed
+};
+
+}  // namespace rmsg::rdma

@@ -1,0 +1,74 @@
+// RdmaStream: readiness — when on_readable / on_writable run (rdma_stream.h, "ready").
+//
+// A callback runs when its condition becomes true (changed(): a completion reaped, a
+// state change), when it is set while the condition holds, and again after a call only
+// if that call made progress; an unchanged state is never reported twice, so an idle
+// stream costs its loop nothing.
+#include "rdma/rdma_stream.h"
+
+namespace rmsg::rdma {
+
+void RdmaStream::on_readable(Task callback) {
+  on_readable_ = std::move(callback);
+  want_ |= kWantRead;
+  schedule_notify();
+}
+
+void RdmaStream::on_writable(Task callback) {
+  on_writable_ = std::move(callback);
+  want_ |= kWantWrite;
+  schedule_notify();
+}
+
+bool RdmaStream::readable_now() const {
+  return !recv_ring_.empty() || rx_ != RxState::open || error_;
+}
+
+// True also when write() would report an error: failed, the peer gone, or after our own
+// shutdown_write() (Errc::shutdown), as stream.h promises.
+bool RdmaStream::writable_now() const {
+  if (error_ || rx_ == RxState::gone || tx_ != TxState::open) return true;
+  return established() && credits_.can_send_data() && send_ring_.free_blocks() > 0 &&
+         sq_free() >= 2;
+}
+
+// A state change: both callbacks are due if their condition holds.
+void RdmaStream::changed() {
+  ++progress_;
+  want_ = kWantRead | kWantWrite;
+  schedule_notify();
+}
+
+// Defers one notification pass when a due callback's condition holds. A callback runs at
+// most once per pass and is due again only if its call made progress (progress_ moved:
+// bytes read or written, or a state change) — an unchanged state is never reported twice.
+void RdmaStream::schedule_notify() {
+  if (notify_scheduled_ || closed()) return;
+  const bool read_due = (want_ & kWantRead) != 0 && on_readable_ && readable_now();
+  const bool write_due = (want_ & kWantWrite) != 0 && on_writable_ && writable_now();
+  if (!read_due && !write_due) return;
+  notify_scheduled_ = true;
+  loop_.defer([this, weak = std::weak_ptr<int>(alive_)] {
+    if (weak.expired()) return;
+    notify_scheduled_ = false;
+    if ((want_ & kWantRead) != 0 && on_readable_ && readable_now()) {
+      want_ &= ~kWantRead;
+      const std::uint64_t before = progress_;
+      Task cb = on_readable_;
+      cb();
+      if (weak.expired()) return;
+      if (progress_ != before) want_ |= kWantRead;
+    }
+    if ((want_ & kWantWrite) != 0 && on_writable_ && writable_now()) {
+      want_ &= ~kWantWrite;
+      const std::uint64_t before = progress_;
+      Task cb = on_writable_;
+      cb();
+      if (weak.expired()) return;
+      if (progress_ != before) want_ |= kWantWrite;
+    }
+    schedule_notify();
+  });
+}
+
+}  // namespace rmsg::rdma
