@@ -249,7 +249,9 @@ TEST_F(Loopback, DelayHoldsBytesAndEofUntilTheTimer) {
   LoopbackOptions slow;
   slow.faults = std::make_shared<LoopbackFaults>();
   slow.faults->delay(30ms);
-  auto [a, b] = loopback_pair(loop(), slow);
+  auto ab = loopback_pair(loop(), slow);  // named: lambdas capture them (clang 14)
+  [[maybe_unused]] auto& a = ab.first;
+  [[maybe_unused]] auto& b = ab.second;
   const auto start = Clock::now();
   ASSERT_TRUE(a.write(bytes_of("late")).ok());
   ASSERT_TRUE(a.shutdown_write().ok());
