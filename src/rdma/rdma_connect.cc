@@ -2,6 +2,7 @@
 #include "rdma/rdma_connect.h"
 #include "rdma/seams.h"
 
+#include "loop/loop_thread.h"
 #include "rdma/rdma_stream.h"
 #include "stream/stream_access.h"
 #include "verbs/verbs.h"
@@ -39,6 +40,7 @@ namespace rmsg {
 
 void rdma_connect(EventLoop& loop, const SocketAddress& peer, const RdmaOptions& options,
                   ConnectCallback done) {
+  RMSG_ASSERT_LOOP_THREAD(loop);
   rdma::connect_with(loop, peer, options, rdma::default_resource_hooks(), std::move(done));
 }
 

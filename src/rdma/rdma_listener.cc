@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <map>
 
+#include "loop/loop_thread.h"
 #include "rdma/rdma_connect.h"
 #include "rdma/rdma_stream.h"
 #include "rdmacm/cm_connection.h"
@@ -126,6 +127,7 @@ namespace rmsg {
 
 Result<Listener> rdma_listen(EventLoop& loop, const SocketAddress& address,
                              const RdmaOptions& options, AcceptCallback on_accept) {
+  RMSG_ASSERT_LOOP_THREAD(loop);
   return rdma::listen_with(loop, address, options, {}, std::move(on_accept));
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "loop/loop_thread.h"
 #include "rdma/rdma_stream.h"
 #include "rmsg/log.h"
 
@@ -57,6 +58,7 @@ class RdmaStream::GatherSource {
 };
 
 Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return Errc::closed;
   if (data.empty()) return Errc::invalid_argument;
   GatherSource src({&data, 1});
@@ -64,6 +66,7 @@ Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
 }
 
 Result<std::size_t> RdmaStream::writev(std::span<const std::span<const std::byte>> parts) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return Errc::closed;
   GatherSource src(parts);
   if (src.size() == 0) return std::size_t{0};
@@ -126,6 +129,7 @@ Result<std::size_t> RdmaStream::write_failed(std::error_code ec, std::size_t pos
 }
 
 Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return Errc::closed;
   if (buf.empty()) return Errc::invalid_argument;
   // S2.6: nothing buffered. What this poll takes in (credit grants too) is a state change
@@ -157,6 +161,7 @@ Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
 }
 
 Result<void> RdmaStream::shutdown_write() {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return Errc::closed;
   if (error_) return error_;
   if (tx_ != TxState::open) return {};

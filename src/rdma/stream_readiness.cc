@@ -4,17 +4,20 @@
 // state change), when it is set while the condition holds, and again after a call only
 // if that call made progress; an unchanged state is never reported twice, so an idle
 // stream costs its loop nothing.
+#include "loop/loop_thread.h"
 #include "rdma/rdma_stream.h"
 
 namespace rmsg::rdma {
 
 void RdmaStream::on_readable(Task callback) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   on_readable_ = std::move(callback);
   want_ |= kWantRead;
   schedule_notify();
 }
 
 void RdmaStream::on_writable(Task callback) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   on_writable_ = std::move(callback);
   want_ |= kWantWrite;
   schedule_notify();

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "base/debug_assert.h"
+#include "loop/loop_thread.h"
 #include "rdma/rdma_stream.h"
 #include "rdma/seams.h"
 #include "rmsg/log.h"
@@ -273,6 +274,7 @@ void RdmaStream::release_resources(verbs::CmId old_id, bool timewait_exited, boo
 }
 
 void RdmaStream::close() {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return;
   const bool was_established = conn_ == ConnState::established || conn_ == ConnState::failed;
   enter(ConnState::closed);
