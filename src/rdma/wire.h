@@ -48,7 +48,7 @@ enum class RejectReason : std::uint8_t {
 // Field types of the extension block. 0 is reserved (never sent; skipped like any type
 // this version does not know).
 enum class ExtType : std::uint8_t {
-  features = 1,  // len 4: u32 feature bits (Feature); sent only when non-zero
+  features = 1,  // len 4: u32 feature bits (below); sent only when non-zero
 };
 inline constexpr std::size_t kFeaturesFieldSize = 2 + 4;
 // Feature bits: a feature is used on a connection only when both hellos set its bit; a
