@@ -72,6 +72,13 @@ struct RdmaOptions {
   // either off; idle_timeout must exceed the peer's keepalive_interval.
   std::chrono::milliseconds keepalive_interval{1000};
   std::chrono::milliseconds idle_timeout{10000};
+
+  // Graceful close (Stream::close() after shutdown_write()): the loop keeps the connection
+  // until the peer's transport has acknowledged our FIN (every byte before it delivered,
+  // which needs the peer to return credits, i.e. to keep reading), then disconnects. Past
+  // linger_timeout, or when the loop is destroyed first, the close is abortive (the peer
+  // sees connection_reset unless it already read our EOF). Zero: close() always aborts.
+  std::chrono::milliseconds linger_timeout{5000};
 };
 
 // Binds `address` (port 0 picks a free port: Listener::port()) on the RDMA device that owns

@@ -93,6 +93,10 @@ class StreamImpl {
   virtual std::string local_address() const = 0;
   virtual std::string peer_address() const = 0;
   virtual EventLoop& loop() const = 0;
+  // The handle lets go of its implementation here, after close(). The default destroys
+  // it; a transport that finishes a graceful close in the background (RDMA) keeps it,
+  // owned by its loop, and destroys it itself.
+  virtual void release(std::unique_ptr<StreamImpl> self) noexcept { self.reset(); }
 };
 
 class Stream {
@@ -169,9 +173,9 @@ class Stream {
   //     connection manager) owns the lingering connection, reads and discards what the
   //     peer still sends until its EOF, then releases it; past the linger timeout, or
   //     when the loop is destroyed first, it aborts (the peer sees connection_reset).
-  //     TCP: TcpOptions::linger_timeout (rmsg/tcp.h). RDMA: not yet - close() still
-  //     aborts at once even after shutdown_write() (bytes and the FIN in flight may be
-  //     lost); the same linger is to come (issue 14).
+  //     TCP: TcpOptions::linger_timeout (rmsg/tcp.h). RDMA: RdmaOptions::linger_timeout
+  //     (rmsg/rdma.h); the stream lingers until the FIN's send completion (the peer's
+  //     transport acknowledged it, after every byte), then disconnects.
   //   - abortive, without shutdown_write(): unsent bytes are dropped, the peer sees
   //     connection_reset (a connection already finished both ways - our shutdown_write()
   //     done and the peer's EOF read - closes quietly instead).
@@ -190,7 +194,8 @@ class Stream {
   void reset() {
     if (impl_) {
       impl_->close();
-      impl_.reset();
+      StreamImpl* p = impl_.get();
+      p->release(std::move(impl_));
     }
   }
   friend struct detail::StreamAccess;

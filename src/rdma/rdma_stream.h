@@ -81,7 +81,11 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   void on_readable(Task callback) override;
   void on_writable(Task callback) override;
   Result<void> shutdown_write() override;
+  // After shutdown_write() graceful: the stream lingers (ConnState::lingering, owned by
+  // the loop once the handle lets go: release()) until the FIN's send completion, then
+  // tears down as an abortive close does; RdmaOptions::linger_timeout bounds it.
   void close() override;
+  void release(std::unique_ptr<StreamImpl> self) noexcept override;
   std::error_code error() const override;
   const char* transport() const override { return "rdma"; }
   std::string local_address() const override;
@@ -119,6 +123,14 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   void on_async_event(const verbs::AsyncEvent& event);
   void drop_device_resources();
   void release_resources(verbs::CmId old_id, bool timewait_exited, bool was_established);
+  void teardown(bool was_established);
+
+  // graceful close (stream_linger.cc)
+  void start_linger();
+  void linger_progress();
+  void schedule_linger_end();
+  std::unique_ptr<RdmaStream> end_linger();
+  void discard_received();
 
   // data path (stream_datapath.cc)
   bool poll_completions();
@@ -130,8 +142,10 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   class GatherSource;
   Result<std::size_t> send_data(GatherSource& src);
   Result<std::size_t> write_failed(std::error_code ec, std::size_t posted);
-  Result<void> post_message(wire::MsgType type, const std::byte* src, std::uint32_t len);
-  void stage_message(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len);
+  Result<void> post_message(wire::MsgType type, const std::byte* src, std::uint32_t len,
+                            bool signal = false);
+  void stage_message(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len,
+                     bool signal = false);
   Result<void> post_chain(SendChain& chain);
   Result<void> post_probe();
   Result<void> repost(std::uint32_t block);
@@ -145,7 +159,14 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   // the one ConnState transition (stream_setup.cc)
   void enter(ConnState to);
   bool established() const noexcept { return conn_ == ConnState::established; }
-  bool closed() const noexcept { return conn_ == ConnState::closed; }
+  // close() ran (the stream may still linger)
+  bool closed() const noexcept {
+    return conn_ == ConnState::closed || conn_ == ConnState::lingering;
+  }
+  // the data path runs: established, or lingering after close()
+  bool running() const noexcept {
+    return conn_ == ConnState::established || conn_ == ConnState::lingering;
+  }
   std::uint32_t sq_free() const noexcept { return send_ring_.free_slots(); }
 
   EventLoop& loop_;
@@ -174,8 +195,11 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   ConnState conn_ = ConnState::connecting;
   TxState tx_ = TxState::open;
   RxState rx_ = RxState::open;
-  bool qp_error_ = false;  // the QP's own state: moved to ERR, flushed completions expected
-  std::error_code error_;  // set with failed / setup_failed, sticky
+  bool qp_error_ = false;       // the QP's own state: moved to ERR, flushed completions expected
+  std::error_code error_;       // set with failed / setup_failed, sticky
+  std::uint32_t fin_wait_ = 0;  // WRs (the FIN last) to complete before the FIN is acked
+  TimerId linger_timer_ = 0;
+  bool linger_end_scheduled_ = false;
 
   // readiness: which callbacks are due (the state changed, or their last call made
   // progress), and a count of progress for telling whether a call made any
@@ -202,8 +226,8 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   std::uint64_t destroy_hook_ = 0;
   verbs::AsyncRegistration async_;  // reset before res_ is released: it names QP and CQs
 
-  std::unique_ptr<RdmaStream> self_;                       // active connect until delivered
-  std::unique_ptr<rdmacm::CmConnection> cm_;               // destroyed before res_ (declared after)
+  std::unique_ptr<RdmaStream> self_;          // active connect until delivered; a lingering stream
+  std::unique_ptr<rdmacm::CmConnection> cm_;  // destroyed before res_ (declared after)
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards deferred tasks
 };
 

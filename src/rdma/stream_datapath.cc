@@ -171,18 +171,19 @@ Result<void> RdmaStream::shutdown_write() {
   return {};
 }
 
-Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, std::uint32_t len) {
+Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, std::uint32_t len,
+                                      bool signal) {
   SendChain chain;
-  stage_message(chain, type, src, len);
+  stage_message(chain, type, src, len, signal);
   return post_chain(chain);
 }
 
 // Builds the next WR at the end of `chain` and accounts for it as posted: the next one's
 // signalling decision depends on the ring and SQ space this one takes.
 void RdmaStream::stage_message(SendChain& chain, wire::MsgType type, const std::byte* src,
-                               std::uint32_t len) {
+                               std::uint32_t len, bool signal) {
   const bool data = type == wire::MsgType::data;
-  const SendRing::Post post = send_ring_.post(data);  // block, slot, signalling decision
+  const SendRing::Post post = send_ring_.post(data, signal);  // block, slot, signalling decision
   const int i = chain.n++;
   ibv_sge& sge = chain.sge[i];
   sge = {reinterpret_cast<std::uintptr_t>(src), len, res_->send_mr->lkey};
@@ -252,10 +253,13 @@ Result<void> RdmaStream::repost(std::uint32_t block) {
 }
 
 void RdmaStream::flush_control() {
-  if (!established() || error_ || qp_error_) return;
+  if (!running() || error_ || qp_error_) return;
   if (tx_ == TxState::fin_pending && credits_.can_send_data() && sq_free() >= 1) {
-    if (auto r = post_message(wire::MsgType::fin, nullptr, 0); !r) return fail(r.error());
+    // Signalled: its completion says the peer's transport has the FIN (a graceful close
+    // waits for it).
+    if (auto r = post_message(wire::MsgType::fin, nullptr, 0, true); !r) return fail(r.error());
     tx_ = TxState::fin_sent;
+    fin_wait_ = send_ring_.in_flight();
   }
   if (credits_.should_send_credit() && sq_free() >= 1) {
     if (auto r = post_message(wire::MsgType::credit, nullptr, 0); !r) return fail(r.error());
@@ -269,6 +273,7 @@ bool RdmaStream::poll_completions() {
     flush_control();
     changed();
   }
+  if (conn_ == ConnState::lingering) linger_progress();
   return n > 0;
 }
 
@@ -314,8 +319,13 @@ void RdmaStream::on_send_completion(const ibv_wc& wc) {
   }
   // Completions arrive in order: one signalled WR completes every WR before it. A slot
   // not in flight is ignored (SendRing::complete).
-  send_ring_.complete(static_cast<std::uint32_t>(wire::wr_index(wc.wr_id)));
+  const std::uint32_t done =
+      send_ring_.complete(static_cast<std::uint32_t>(wire::wr_index(wc.wr_id)));
   ++stats_.send_completions;
+  if (fin_wait_ > 0) {
+    fin_wait_ -= std::min(done, fin_wait_);
+    if (fin_wait_ == 0) tx_ = TxState::fin_acked;
+  }
 }
 
 void RdmaStream::on_recv_completion(const ibv_wc& wc) {
@@ -377,6 +387,11 @@ void RdmaStream::on_recv_completion(const ibv_wc& wc) {
 }
 
 void RdmaStream::fail(std::error_code ec) {
+  if (conn_ == ConnState::lingering && !error_) {  // the linger ends: abortive
+    error_ = ec;
+    move_qp_to_error();
+    return schedule_linger_end();
+  }
   if (closed()) return;
   if (error_) {
     // A flushed request only says that the QP is in error; the completion that put it

@@ -59,6 +59,7 @@ RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geomet
 
 RdmaStream::~RdmaStream() {
   close();
+  if (conn_ == ConnState::lingering) static_cast<void>(end_linger().release());  // not self-owned
 }
 
 Result<void> RdmaStream::start_connect(const SocketAddress& peer, SetupDone done) {
@@ -200,6 +201,7 @@ void RdmaStream::cm_disconnected() {
   }
   move_qp_to_error();
   changed();
+  if (conn_ == ConnState::lingering) schedule_linger_end();
 }
 
 // The one place ConnState changes (stream_state.h has the diagram).
@@ -277,10 +279,19 @@ void RdmaStream::close() {
   RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return;
   const bool was_established = conn_ == ConnState::established || conn_ == ConnState::failed;
-  enter(ConnState::closed);
   on_readable_ = {};
   on_writable_ = {};
   setup_done_ = {};
+  const bool graceful = conn_ == ConnState::established && !error_ && !qp_error_ && res_ &&
+                        (tx_ == TxState::fin_pending || tx_ == TxState::fin_sent) &&
+                        options_.linger_timeout.count() > 0;
+  if (graceful) return start_linger();
+  teardown(was_established);
+}
+
+// What close() releases; a lingering stream comes here when the linger ends.
+void RdmaStream::teardown(bool was_established) {
+  enter(ConnState::closed);
   stop_liveness();
   async_.reset();
   if (res_) unwatch_completions();

@@ -11,7 +11,7 @@ TEST(ConnState, OnlyTheDiagramsTransitionsAreValid) {
   EXPECT_TRUE(valid_transition(S::connecting, S::established));
   EXPECT_TRUE(valid_transition(S::connecting, S::setup_failed));
   EXPECT_TRUE(valid_transition(S::established, S::failed));
-  for (const S from : {S::connecting, S::established, S::setup_failed, S::failed}) {
+  for (const S from : {S::connecting, S::established, S::setup_failed, S::failed, S::lingering}) {
     EXPECT_TRUE(valid_transition(from, S::closed)) << state_name(from);
     EXPECT_FALSE(valid_transition(from, S::connecting)) << state_name(from);
   }
@@ -21,6 +21,21 @@ TEST(ConnState, OnlyTheDiagramsTransitionsAreValid) {
   EXPECT_FALSE(valid_transition(S::failed, S::established));
   EXPECT_FALSE(valid_transition(S::connecting, S::failed));  // before setup: setup_failed
   EXPECT_FALSE(valid_transition(S::setup_failed, S::failed));
+}
+
+// Lingering (a graceful close) follows only an established stream and ends only closed:
+// an error while it lingers aborts it, it does not go back to failed.
+TEST(ConnState, LingeringComesFromEstablishedAndGoesToClosed) {
+  using S = ConnState;
+  EXPECT_TRUE(valid_transition(S::established, S::lingering));
+  EXPECT_TRUE(valid_transition(S::lingering, S::closed));
+  for (const S from : {S::connecting, S::setup_failed, S::failed, S::lingering, S::closed}) {
+    EXPECT_FALSE(valid_transition(from, S::lingering)) << state_name(from);
+  }
+  for (const S to : {S::established, S::failed, S::setup_failed}) {
+    EXPECT_FALSE(valid_transition(S::lingering, to)) << state_name(to);
+  }
+  EXPECT_STREQ(state_name(S::lingering), "lingering");
 }
 
 }  // namespace
