@@ -26,7 +26,17 @@
 //     Errc::unreachable, Errc::address_error, Errc::route_error,
 //     Errc::resource_exhausted (the peer had no resources), Errc::invalid_argument (bad
 //     parameters, or `device`/`device_port` do not match the route), Errc::not_supported
-//     (RDMA asked of a build without it), Errc::cancelled (the manager went away).
+//     (RDMA asked of a build without it), Errc::cancelled (the manager went away),
+//     ConnectErrc::connection_limit (max_connections live connections already: at once,
+//     nothing sent to the peer).
+//
+// Connection limit (ConnectionManagerOptions::max_connections): one bound over both
+// transports on the connections this manager made or accepted and has not yet really
+// released - connecting, established (handed out, until the stream is closed or
+// destroyed) and lingering after a graceful close (until the linger ends). Over it,
+// connect() fails at once with ConnectErrc::connection_limit, an RDMA connect request is
+// rejected (the peer's connect fails with Errc::resource_exhausted) and an accepted TCP
+// connection is closed at once (abortive: the peer reads a reset); each is counted.
 #pragma once
 
 #include <chrono>
@@ -102,11 +112,14 @@ struct ReuseKeyHash {
 };
 
 // A step deadline that passed, by step (S1.4). Each compares equal to std::errc::timed_out
-// as an error condition.
+// as an error condition. And the manager's own connection limit.
 enum class ConnectErrc {
   address_timeout = 1,    // address resolution did not finish in resolve_timeout
   route_timeout = 2,      // route resolution did not finish in resolve_timeout
   handshake_timeout = 3,  // connect sent, not established within connect_timeout
+  // The manager holds max_connections live connections already (not a timeout: it is
+  // equivalent to std::errc::resource_unavailable_try_again; retry once one is released).
+  connection_limit = 4,
 };
 const std::error_category& connect_category() noexcept;
 inline std::error_code make_error_code(ConnectErrc e) noexcept {
@@ -143,6 +156,10 @@ struct ConnectionManagerOptions {
   Duration timewait_limit = std::chrono::seconds(4);
   // Reaping (ERR to RESET) that takes longer destroys the structure.
   Duration recycle_timeout = std::chrono::seconds(10);
+  // The most connections (both transports together) this manager keeps live at once:
+  // connecting, established or lingering (see the top of this file). 0: no bound. A
+  // daemon facing a connect flood sets it to what its memory, QPs and fds allow.
+  std::size_t max_connections = 0;
 };
 
 class ConnectionManager {
@@ -171,11 +188,13 @@ class ConnectionManager {
 
   // Counters (docs/connection-manager.md lists them): structures.created / reused /
   // destroyed / evicted / expired / recycled / ..., connects.ok, connects.failed.<cause>,
-  // latency sums per mode and phase.
+  // latency sums per mode and phase, limit.connects_refused / limit.accepts_rejected.
   const CounterSet& counters() const;
   std::size_t idle() const;       // structures parked in the pool
   std::size_t recycling() const;  // structures being reaped or waiting for TIMEWAIT_EXIT
   std::size_t pending() const;    // connects not yet delivered
+  // Connections counted against max_connections now (pending connects included).
+  std::size_t connections() const;
   // Destroys every idle structure now.
   void drop_idle();
   EventLoop& loop() const;

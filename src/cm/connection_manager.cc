@@ -4,14 +4,19 @@
 
 #include "cm/manager_impl.h"
 #include "loop/loop_thread.h"
+#include "rmsg/log.h"
 #include "rmsg/tcp.h"
+#include "tcp/tcp_linger.h"
 
 namespace rmsg {
 
 class ConnectionManager::Impl : public std::enable_shared_from_this<Impl> {
  public:
   Impl(EventLoop& loop, const ConnectionManagerOptions& options)
-      : loop_(loop), options_(options), stats_(std::make_shared<cm::ManagerStats>()) {}
+      : loop_(loop),
+        options_(options),
+        stats_(std::make_shared<cm::ManagerStats>()),
+        limit_(std::make_shared<cm::ConnectionLimit>(options.max_connections)) {}
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   Impl(Impl&&) = delete;
@@ -23,7 +28,11 @@ class ConnectionManager::Impl : public std::enable_shared_from_this<Impl> {
   void connect(const ConnectionParams& params, ReportCallback done);
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                           AcceptCallback on_accept);
-  void connect_tcp(const ConnectionParams& params, ReportCallback done);
+  void connect_tcp(const ConnectionParams& params, cm::ConnectionLimit::Lease lease,
+                   ReportCallback done);
+  Result<Listener> listen_tcp(const SocketAddress& address, const ConnectionParams& params,
+                              AcceptCallback on_accept);
+  void refuse(std::error_code ec, ReportCallback done);
   Result<cm::RdmaSide*> rdma();
   void wake_tick();
   void on_tick();
@@ -31,27 +40,39 @@ class ConnectionManager::Impl : public std::enable_shared_from_this<Impl> {
   EventLoop& loop_;
   ConnectionManagerOptions options_;
   std::shared_ptr<cm::ManagerStats> stats_;
+  std::shared_ptr<cm::ConnectionLimit> limit_;  // shared (weakly) with listeners' accepts
   std::size_t tcp_pending_ = 0;
   TimerId tick_ = 0;
   std::unique_ptr<cm::RdmaSide> rdma_;  // destroyed first (declared last): cancels connects
 };
 
 void ConnectionManager::Impl::connect(const ConnectionParams& params, ReportCallback done) {
-  if (params.transport == Transport::tcp) return connect_tcp(params, std::move(done));
-  auto side = rdma();
-  if (!side) {
-    stats_->record({}, side.error());
-    loop_.defer([done = std::move(done), ec = side.error()] { done(ec, ConnectReport{}); });
-    return;
+  auto lease = limit_->try_take();
+  if (!lease) {
+    stats_->add("limit.connects_refused");
+    return refuse(make_error_code(ConnectErrc::connection_limit), std::move(done));
   }
-  side.value()->connect(params, std::move(done));
+  if (params.transport == Transport::tcp) {
+    return connect_tcp(params, std::move(lease), std::move(done));
+  }
+  auto side = rdma();
+  if (!side) return refuse(side.error(), std::move(done));
+  side.value()->connect(params, std::move(lease), std::move(done));
 }
 
-void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params, ReportCallback done) {
+// A connect that fails before it starts: reported later, never inside connect().
+void ConnectionManager::Impl::refuse(std::error_code ec, ReportCallback done) {
+  ConnectReport report;
+  stats_->record(report, ec);
+  loop_.defer([done = std::move(done), ec, report] { done(ec, report); });
+}
+
+void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params,
+                                          cm::ConnectionLimit::Lease lease, ReportCallback done) {
   ++tcp_pending_;
   const auto start = loop_.now();
   auto finish = [weak = weak_from_this(), stats = stats_, start, loop = &loop_,
-                 done = std::move(done)](Result<Stream> r) {
+                 lease = std::move(lease), done = std::move(done)](Result<Stream> r) mutable {
     ConnectReport report;
     report.transport = Transport::tcp;
     report.total = report.handshake = loop->now() - start;
@@ -63,6 +84,8 @@ void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params, Report
     }
     // One name per step deadline across transports: TCP's only step is its handshake.
     if (r.is(Errc::timeout)) r = make_error_code(ConnectErrc::handshake_timeout);
+    if (r) tcp::hold_lease(r.value(), std::move(lease));  // until the stream is released
+    lease.reset();
     stats->record(report, r.error());
     done(std::move(r), report);
   };
@@ -73,17 +96,40 @@ Result<Listener> ConnectionManager::Impl::listen(const SocketAddress& address,
                                                  const ConnectionParams& params,
                                                  AcceptCallback on_accept) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
-  if (params.transport == Transport::tcp) {
-    return tcp_listen(loop_, address, params.tcp, std::move(on_accept));
-  }
+  if (params.transport == Transport::tcp) return listen_tcp(address, params, std::move(on_accept));
   auto side = rdma();
   if (!side) return side.error();
   return side.value()->listen(address, params, std::move(on_accept));
 }
 
+// An accepted connection over the limit is closed at once (the kernel accepted it
+// already: the peer reads a reset), else it holds a lease until it is released.
+Result<Listener> ConnectionManager::Impl::listen_tcp(const SocketAddress& address,
+                                                     const ConnectionParams& params,
+                                                     AcceptCallback on_accept) {
+  auto admit = [limit = std::weak_ptr<cm::ConnectionLimit>(limit_),
+                stats = std::weak_ptr<cm::ManagerStats>(stats_),
+                on_accept = std::move(on_accept)](Stream s) {
+    auto l = limit.lock();
+    if (l) {
+      auto lease = l->try_take();
+      if (!lease) {
+        RMSG_LOG(info, "cm: connection limit (%zu) reached, closing an accepted connection",
+                 l->max());
+        if (auto st = stats.lock()) st->add("limit.accepts_rejected");
+        s.close();
+        return;
+      }
+      tcp::hold_lease(s, std::move(lease));
+    }
+    on_accept(std::move(s));
+  };
+  return tcp_listen(loop_, address, params.tcp, std::move(admit));
+}
+
 Result<cm::RdmaSide*> ConnectionManager::Impl::rdma() {
   if (!rdma_) {
-    auto side = cm::make_rdma_side(loop_, options_, stats_, [weak = weak_from_this()] {
+    auto side = cm::make_rdma_side(loop_, options_, stats_, limit_, [weak = weak_from_this()] {
       if (auto self = weak.lock()) self->wake_tick();
     });
     if (!side) return side.error();
@@ -144,6 +190,10 @@ std::size_t ConnectionManager::recycling() const {
   RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   return impl_->rdma_ ? impl_->rdma_->recycling() : 0;
 }
+std::size_t ConnectionManager::connections() const {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
+  return impl_->limit_->live();
+}
 std::size_t ConnectionManager::pending() const {
   RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   return impl_->tcp_pending_ + (impl_->rdma_ ? impl_->rdma_->pending() : 0);
@@ -162,6 +212,7 @@ EventLoop& ConnectionManager::loop() const {
 namespace rmsg::cm {
 Result<std::unique_ptr<RdmaSide>> make_rdma_side(EventLoop&, const ConnectionManagerOptions&,
                                                  std::shared_ptr<ManagerStats>,
+                                                 std::shared_ptr<ConnectionLimit>,
                                                  std::function<void()>) {
   return Errc::not_supported;
 }

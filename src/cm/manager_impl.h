@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "cm/connection_limit.h"
 #include "cm/manager_stats.h"
 #include "rmsg/connection_manager.h"
 
@@ -21,7 +22,10 @@ class RdmaSide {
   // Cancels pending connects, destroys idle and recycling structures.
   virtual ~RdmaSide() = default;
 
-  virtual void connect(const ConnectionParams& params, ConnectionManager::ReportCallback done) = 0;
+  // `lease` (ConnectionLimit) goes with the connection until it is released.
+  virtual void connect(const ConnectionParams& params, ConnectionLimit::Lease lease,
+                       ConnectionManager::ReportCallback done) = 0;
+  // Every connect request takes a lease from `limit` or is rejected.
   virtual Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                                   AcceptCallback on_accept) = 0;
   // Step deadlines, recycling deadlines, idle expiry. True while it has work to watch.
@@ -37,6 +41,7 @@ class RdmaSide {
 Result<std::unique_ptr<RdmaSide>> make_rdma_side(EventLoop& loop,
                                                  const ConnectionManagerOptions& options,
                                                  std::shared_ptr<ManagerStats> stats,
+                                                 std::shared_ptr<ConnectionLimit> limit,
                                                  std::function<void()> wake_tick);
 
 }  // namespace rmsg::cm

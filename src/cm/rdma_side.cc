@@ -25,6 +25,7 @@ struct PendingConnect {
   Clock::time_point start, route_at, resources_at;
   rdmacm::CmConnection* conn = nullptr;  // while the connection exists
   Step step = Step::resolving;
+  ConnectionLimit::Lease lease;  // moves into the stream's hooks
   Clock::time_point deadline = kNever;
   std::error_code deadline_error;
   bool cancelled = false;
@@ -94,9 +95,10 @@ class RdmaSideImpl final : public RdmaSide {
  public:
   RdmaSideImpl(EventLoop& loop, std::shared_ptr<rdmacm::CmChannel> channel,
                const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
-               std::function<void()> wake_tick)
+               std::shared_ptr<ConnectionLimit> limit, std::function<void()> wake_tick)
       : loop_(loop),
         stats_(std::move(stats)),
+        limit_(std::move(limit)),
         wake_tick_(std::move(wake_tick)),
         pool_(std::make_shared<StructurePool>(loop, std::move(channel), options, stats_,
                                               wake_tick_)) {}
@@ -112,7 +114,8 @@ class RdmaSideImpl final : public RdmaSide {
     }
   }
 
-  void connect(const ConnectionParams& params, ConnectionManager::ReportCallback done) override;
+  void connect(const ConnectionParams& params, ConnectionLimit::Lease lease,
+               ConnectionManager::ReportCallback done) override;
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                           AcceptCallback on_accept) override;
   bool tick(Clock::time_point now) override;
@@ -126,6 +129,7 @@ class RdmaSideImpl final : public RdmaSide {
 
   EventLoop& loop_;
   std::shared_ptr<ManagerStats> stats_;
+  std::shared_ptr<ConnectionLimit> limit_;
   std::function<void()> wake_tick_;
   std::shared_ptr<StructurePool> pool_;
   std::shared_ptr<PendingTable> pending_ = std::make_shared<PendingTable>();
@@ -163,12 +167,15 @@ rdma::ResourceHooks RdmaSideImpl::connect_hooks(const std::shared_ptr<PendingCon
   hooks.on_step = [weak = std::weak_ptr(p)](rdmacm::CmConnection& c, Step s) {
     if (auto pc = weak.lock()) pc->on_step(c, s);
   };
+  hooks.lease = std::move(p->lease);  // the stream holds it until released
   return hooks;
 }
 
-void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionManager::ReportCallback done) {
+void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Lease lease,
+                           ConnectionManager::ReportCallback done) {
   auto p = std::make_shared<PendingConnect>();
   p->id = ++next_id_;
+  p->lease = std::move(lease);
   p->params = params;
   p->done = std::move(done);
   p->loop = &loop_;
@@ -200,6 +207,17 @@ Result<Listener> RdmaSideImpl::listen(const SocketAddress& address, const Connec
     return acquire_for(*self, params, id, g, true, reused);
   };
   hooks.release = pool_->release_hook();
+  hooks.admit = [limit = std::weak_ptr<ConnectionLimit>(limit_),
+                 stats = std::weak_ptr<ManagerStats>(stats_)]() -> ConnectionLimit::Lease {
+    auto l = limit.lock();
+    if (!l) return std::make_shared<int>(0);  // manager gone: nothing to count against
+    auto lease = l->try_take();
+    if (!lease) {
+      RMSG_LOG(info, "cm: connection limit (%zu) reached, rejecting a connect request", l->max());
+      if (auto st = stats.lock()) st->add("limit.accepts_rejected");
+    }
+    return lease;
+  };
   return rdma::listen_with(loop_, address, params.rdma, std::move(hooks), std::move(on_accept));
 }
 
@@ -221,11 +239,13 @@ bool RdmaSideImpl::tick(Clock::time_point now) {
 Result<std::unique_ptr<RdmaSide>> make_rdma_side(EventLoop& loop,
                                                  const ConnectionManagerOptions& options,
                                                  std::shared_ptr<ManagerStats> stats,
+                                                 std::shared_ptr<ConnectionLimit> limit,
                                                  std::function<void()> wake_tick) {
   auto channel = rdmacm::CmChannel::for_loop(loop);
   if (!channel) return channel.error();
   return std::unique_ptr<RdmaSide>(new RdmaSideImpl(loop, std::move(channel).value(), options,
-                                                    std::move(stats), std::move(wake_tick)));
+                                                    std::move(stats), std::move(limit),
+                                                    std::move(wake_tick)));
 }
 
 }  // namespace rmsg::cm

@@ -19,10 +19,15 @@ class ConnectCategory final : public std::error_category {
         return "route resolution timed out";
       case ConnectErrc::handshake_timeout:
         return "connection handshake timed out";
+      case ConnectErrc::connection_limit:
+        return "connection limit reached (max_connections)";
     }
     return "unknown connect error " + std::to_string(code);
   }
-  std::error_condition default_error_condition(int) const noexcept override {
+  std::error_condition default_error_condition(int code) const noexcept override {
+    if (static_cast<ConnectErrc>(code) == ConnectErrc::connection_limit) {
+      return std::make_error_condition(std::errc::resource_unavailable_try_again);
+    }
     return std::make_error_condition(std::errc::timed_out);
   }
 };
@@ -106,6 +111,8 @@ std::string ManagerStats::cause(std::error_code ec) {
         return "route_timeout";
       case ConnectErrc::handshake_timeout:
         return "handshake_timeout";
+      case ConnectErrc::connection_limit:
+        return "connection_limit";
     }
   }
   if (ec.category() == error_category()) {

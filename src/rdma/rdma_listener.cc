@@ -60,7 +60,12 @@ class RdmaListener final : public ListenerImpl, private rdmacm::CmEventHandler {
       return refuse(event, hello.is(Errc::version_mismatch) ? wire::RejectReason::version
                                                             : wire::RejectReason::malformed);
     }
-    auto stream = RdmaStream::create(loop_, options_, hooks_);
+    ResourceHooks hooks = hooks_;
+    if (hooks_.admit) {
+      hooks.lease = hooks_.admit();
+      if (!hooks.lease) return refuse(event, wire::RejectReason::resources);
+    }
+    auto stream = RdmaStream::create(loop_, options_, std::move(hooks));
     if (!stream) return refuse(event, wire::RejectReason::resources);
     RdmaStream* raw = stream.value().get();
     pending_.emplace(raw, std::move(stream).value());

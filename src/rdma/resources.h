@@ -113,6 +113,13 @@ struct ResourceHooks {
   std::function<Result<std::unique_ptr<ConnResources>>(rdma_cm_id* id, const Geometry&)> acquire;
   std::function<void(ReleasedStructure)> release;  // {}: destroy, the id retired at once
   rdmacm::CmConnection::Observer on_step;          // {}: the connection times itself
+  // Passive side, at CONNECT_REQUEST before anything is built: a lease for the new
+  // connection, or null to reject the request (the reject hello's reason `resources`).
+  // {}: every request is admitted.
+  std::function<std::shared_ptr<void>()> admit;
+  // Held by the stream until it is destroyed - for a lingering stream, when its linger
+  // ends - so a manager's count of live connections includes lingering ones.
+  std::shared_ptr<void> lease;
 };
 ResourceHooks default_resource_hooks();
 

@@ -1,4 +1,5 @@
-// RdmaStream: control path — keepalive and idle timeout (docs/protocol.md, Keepalive),
+// RdmaStream: control path — keepalive and idle timeout (docs/protocol.md, Keepalive;
+// they keep running while the stream lingers),
 // asynchronous device events, and the active connect's ownership (released, with
 // Errc::cancelled, when the loop is destroyed first).
 #include <algorithm>
@@ -101,8 +102,11 @@ bool RdmaStream::peer_can_send() const {
   return geometry_.recv_block_count >= held + 2;  // data and keepalives need 2 credits
 }
 
+// Runs on through a linger: a lingering stream whose FIN waits for credits has nothing
+// else in flight, so only its probes and the idle timeout can tell a dead peer (which
+// ends the linger abortively, by fail()) from a live one that is slow to read.
 void RdmaStream::on_liveness_tick() {
-  if (error_ || qp_error_ || !established() || !res_) return stop_liveness();
+  if (error_ || qp_error_ || !running() || !res_) return stop_liveness();
   const bool idle_tx = tx_messages_ == tx_seen_;
   if (idle_tx && options_.keepalive_interval.count() > 0 && sq_free() >= 2) {
     if (credits_.can_send_data()) {

@@ -302,7 +302,8 @@ void RdmaStream::teardown(bool was_established) {
   cm_.reset();  // rdma_disconnect (the peer sees DISCONNECTED), id retired
   move_qp_to_error();
   release_resources(std::move(old_id), timewait_exited, was_established);
-  alive_.reset();  // deferred tasks of this stream become no-ops
+  hooks_.lease.reset();  // a manager's count of live connections ends here
+  alive_.reset();        // deferred tasks of this stream become no-ops
 }
 
 std::error_code RdmaStream::error() const {

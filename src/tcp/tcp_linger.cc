@@ -8,7 +8,9 @@
 
 #include "loop/loop_thread.h"
 #include "rmsg/log.h"
+#include "stream/stream_access.h"
 #include "tcp/tcp_socket.h"
+#include "tcp/tcp_stream.h"
 
 namespace rmsg::tcp {
 namespace {
@@ -31,7 +33,7 @@ class Lingerer {
     }
   }
 
-  void add(int fd, Duration timeout) {
+  void add(int fd, Duration timeout, std::shared_ptr<void> lease) {
     auto w = loop_.watch(fd, kReadable, [this, fd](std::uint32_t) { drain(fd); });
     if (!w) {
       RMSG_LOG(warn, "tcp: cannot linger: %s", w.error().message().c_str());
@@ -39,7 +41,7 @@ class Lingerer {
       return;
     }
     const TimerId timer = loop_.add_timer(timeout, [this, fd] { finish(fd, true); });
-    sockets_.emplace(fd, Entry{*w, timer});
+    sockets_.emplace(fd, Entry{*w, timer, std::move(lease)});
   }
 
   std::size_t size() const { return sockets_.size(); }
@@ -48,6 +50,7 @@ class Lingerer {
   struct Entry {
     WatchId watch;
     TimerId timer;
+    std::shared_ptr<void> lease;  // released with the socket
   };
 
   // Reads and drops; at EOF the peer has seen our FIN, so a plain close sends no RST.
@@ -82,7 +85,7 @@ Lingerer* find(EventLoop& loop) {
 
 }  // namespace
 
-void linger(EventLoop& loop, int fd, Duration timeout) {
+void linger(EventLoop& loop, int fd, Duration timeout, std::shared_ptr<void> lease) {
   RMSG_ASSERT_LOOP_THREAD(loop);
   Lingerer* service = find(loop);
   if (service == nullptr) {
@@ -90,12 +93,19 @@ void linger(EventLoop& loop, int fd, Duration timeout) {
     service = made.get();
     loop.set_service(&kServiceKey, std::move(made));
   }
-  service->add(fd, timeout);
+  service->add(fd, timeout, std::move(lease));
 }
 
 std::size_t lingering(EventLoop& loop) {
   const Lingerer* service = find(loop);
   return service == nullptr ? 0 : service->size();
+}
+
+bool hold_lease(Stream& stream, std::shared_ptr<void> lease) {
+  auto* tcp = detail::StreamAccess::as<TcpStream>(stream);
+  if (tcp == nullptr) return false;
+  tcp->hold_lease(std::move(lease));
+  return true;
 }
 
 }  // namespace rmsg::tcp

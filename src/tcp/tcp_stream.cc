@@ -214,9 +214,11 @@ void TcpStream::close() {
   const int fd = std::exchange(fd_, -1);
   const bool graceful = write_shut_ && !error_;
   if (graceful && !eof_ && linger_timeout_ > Duration::zero()) {
-    linger(loop_, fd, linger_timeout_);  // the loop owns it until the peer's EOF
+    // The loop owns it until the peer's EOF, and the lease with it.
+    linger(loop_, fd, linger_timeout_, std::move(lease_));
     return;
   }
+  lease_.reset();
   // A connection finished in both directions closes quietly; anything else is an abort.
   close_socket(fd, !(graceful && eof_));
 }

@@ -51,6 +51,9 @@ class TcpStream final : public StreamImpl {
   EventLoop& loop() const override { return loop_; }
 
   int native_handle() const noexcept { return fd_; }
+  // Held until the connection is released: close(), or the end of the linger that close()
+  // starts (a connection manager's count of live connections, tcp_linger.h).
+  void hold_lease(std::shared_ptr<void> lease) { lease_ = std::move(lease); }
 
  private:
   // One readiness direction: its callback and its arming (see the top of this file).
@@ -84,6 +87,7 @@ class TcpStream final : public StreamImpl {
   bool* destroyed_ = nullptr;  // points into dispatch()'s frame while it runs
   std::string local_;
   std::string peer_;
+  std::shared_ptr<void> lease_;
 };
 
 // Wraps a connected socket (ownership passes to the Stream).

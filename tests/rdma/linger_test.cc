@@ -3,13 +3,17 @@
 // still reads the whole reply and EOF; the linger's bounds (timeout, the loop's end).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <vector>
 
+#include "kit/process_util.h"
 #include "kit/rdma_fixture.h"
 #include "kit/verbs_census.h"
 
@@ -249,6 +253,162 @@ TEST_F(RdmaLinger, TimeoutAbortsWhenThePeerStopsReading) {
   }
   EXPECT_GT(n, 0u);
   EXPECT_LT(n, data.size());
+}
+
+// A client that sends trailing bytes the server never reads still gets its whole reply
+// and EOF: the lingering server drops them (re-posting their receives, returning the
+// credits), so neither the unread input nor the client's writes still under way turn the
+// close into a reset. 6 blocks of trailing bytes: more than the server's receive ring.
+TEST_F(RdmaLinger, TrailingBytesTheServerNeverReadsDoNotCostTheReply) {
+  constexpr int kConnections = 20;
+  constexpr std::size_t kTrailing = 6 * kBlock;
+  const auto reply = random_bytes(kReply, fresh_seed("linger trailing reply"));
+  std::vector<bool> server_closed(kConnections, false);
+  std::deque<std::unique_ptr<ServerConn>> servers;
+  auto l = rdma_listen(loop(), address(), small_rings(5000ms), [&](Stream s) {
+    servers.push_back(std::make_unique<ServerConn>(std::move(s), reply, server_closed));
+  });
+  ASSERT_TRUE(l.ok()) << l.error().message();
+  SocketAddress peer = address();
+  peer.set_port(l->port());
+  struct Client {
+    Stream stream;
+    std::vector<std::byte> out;  // request, then the trailing bytes
+    std::size_t sent = 0;
+    std::vector<std::byte> got;
+    bool eof = false;
+    std::error_code error;  // a read error (a write error after EOF is expected)
+    bool done() const { return eof || static_cast<bool>(error); }
+  };
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kConnections; ++i) {
+    auto c = std::make_unique<Client>();
+    c->out = random_bytes(kRequest + kTrailing, 11 + i);
+    const auto index = static_cast<std::uint32_t>(i);
+    std::memcpy(c->out.data(), &index, sizeof index);
+    Client* raw = c.get();
+    clients.push_back(std::move(c));
+    rdma_connect(loop(), peer, small_rings(5000ms), [raw](Result<Stream> r) {
+      if (!r) {
+        raw->error = r.error();
+        return;
+      }
+      raw->stream = std::move(r).value();
+      raw->stream.on_writable([raw] {
+        while (raw->sent < raw->out.size()) {
+          auto w = raw->stream.write(std::span(raw->out).subspan(raw->sent));
+          if (!w) {
+            if (!w.is(Errc::would_block)) raw->stream.on_writable({});  // the server is gone
+            return;
+          }
+          raw->sent += w.value();
+        }
+        raw->stream.on_writable({});
+      });
+      raw->stream.on_readable([raw] {
+        std::array<std::byte, 8192> buf{};
+        for (;;) {
+          auto n = raw->stream.read(buf);
+          if (!n) {
+            if (!n.is(Errc::would_block)) raw->error = n.error();
+            return;
+          }
+          if (n.value() == 0) {
+            raw->eof = true;
+            return;
+          }
+          raw->got.insert(raw->got.end(), buf.begin(), buf.begin() + n.value());
+        }
+      });
+    });
+  }
+  ASSERT_TRUE(loop().run_for(
+      [&] {
+        std::erase_if(servers, [](const auto& s) { return s->finished; });  // drops handles
+        for (const auto& c : clients) {
+          if (!c->done()) return false;
+        }
+        return true;
+      },
+      60s));
+  int whole = 0;
+  std::size_t trailing_sent = 0;
+  for (int i = 0; i < kConnections; ++i) {
+    const Client& c = *clients[i];
+    EXPECT_FALSE(c.error) << "client " << i << " after " << c.got.size()
+                          << " bytes: " << c.error.message();
+    if (c.eof && !c.error && c.got == reply) ++whole;
+    // More than a block the server never read was accepted (in flight or in its ring).
+    EXPECT_GT(c.sent, kRequest + kBlock) << "client " << i;
+    trailing_sent += c.sent > kRequest ? c.sent - kRequest : 0;
+  }
+  std::printf(
+      "[ linger ] %d connections with %zu trailing bytes each: %d whole replies, "
+      "%zu trailing bytes accepted in all\n",
+      kConnections, kTrailing, whole, trailing_sent);
+  EXPECT_EQ(whole, kConnections);
+}
+
+// Liveness goes on through a linger. The peer (another process) never reads, so the
+// FIN waits for credits: while it is alive it keeps sending keepalives and the linger
+// waits (past the idle timeout); once it is stopped (SIGSTOP: its kernel still ACKs) the
+// idle timeout ends the linger, long before the linger timeout. Before the fix the
+// liveness timer stopped at close() and only the 30 s linger timeout ended it.
+TEST_F(RdmaLinger, StoppedPeerEndsTheLingerByTheIdleTimeout) {
+  RdmaOptions o = small_rings(30000ms);
+  o.keepalive_interval = 100ms;
+  o.idle_timeout = 500ms;
+  auto l =
+      rdma_listen(loop(), address(), o, [this](Stream s) { accepted_.push_back(std::move(s)); });
+  ASSERT_TRUE(l.ok()) << l.error().message();
+  listener_ = std::move(l).value();
+  Child child({helper_path(), "noread", address().host(), std::to_string(listener_.port()), "100"});
+  ASSERT_TRUE(loop().run_for([&] { return !accepted_.empty(); }, 30s)) << "nothing connected";
+  Stream server = std::move(accepted_.back());
+  accepted_.clear();
+  const CounterSet* own = rdma_stream_counters(server);
+  ASSERT_NE(own, nullptr);
+  ASSERT_TRUE(loop().run_for([&] { return own->value("keepalives_received") >= 2; }, 10s))
+      << "the peer sent no keepalives";
+  const char* dev = std::getenv("RMSG_RDMA_DEVICE");
+  const CounterSet& device = rdma_device_counters(dev != nullptr ? dev : "rxe0");
+  // Write until all but one of the peer's receives hold unread data (not only until our
+  // send ring is full): then no 2 credits for the FIN can come back, whatever control
+  // messages the two sides still exchange.
+  const auto data = random_bytes(4 * kReply, fresh_seed("linger liveness"));
+  std::size_t sent = 0;
+  ASSERT_TRUE(loop().run_for(
+      [&] {
+        auto w = server.write(std::span(data).subspan(sent));
+        if (w) sent += w.value();
+        auto info = rdma_stream_info(server);
+        return !w && w.is(Errc::would_block) && info &&
+               info->data_messages_sent + 1 >= info->peer_recv_blocks;
+      },
+      10s))
+      << "sent " << sent;
+  ASSERT_TRUE(server.shutdown_write().ok());
+  server = Stream();  // lingers: the FIN waits for credits the peer never returns
+  const auto timeouts = device.value("idle_timeouts");
+  const auto keepalives = device.value("keepalives_received");
+  // Alive: three idle timeouts' worth of its keepalives, and the linger holds.
+  loop().run_for([] { return false; }, 1500ms);
+  EXPECT_EQ(device.value("idle_timeouts"), timeouts) << "a live peer's linger was cut short";
+  EXPECT_GE(device.value("keepalives_received"), keepalives + 3) << "no keepalives while lingering";
+  EXPECT_EQ(verbs_objects("qp"), 1) << "the lingering stream is gone already";
+  child.signal(SIGSTOP);
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(loop().run_for([&] { return device.value("idle_timeouts") > timeouts; }, 10s))
+      << "a stopped peer was not detected while lingering";
+  const auto took = Clock::now() - t0;
+  std::printf("[ linger ] stopped peer: idle timeout after %.0f ms (idle_timeout 500 ms)\n",
+              std::chrono::duration<double, std::milli>(took).count());
+  EXPECT_GE(took, 400ms);
+  // The linger ended: the loop released the stream's QP.
+  const TimerId tick = loop().add_periodic(20ms, [] {});
+  EXPECT_TRUE(loop().run_for([] { return verbs_objects("qp") == 0; }, 10s));
+  loop().cancel_timer(tick);
+  child.signal(SIGKILL);
 }
 
 // The loop's destruction aborts what still lingers: no QP, CQ or MR stays behind.

@@ -2,6 +2,7 @@
 // memlock_test.cc), which kill, stop or constrain it.
 //   rdma_peer_helper write ADDR PORT           connect, write until the stream fails
 //   rdma_peer_helper idle ADDR PORT KA_MS      connect with that keepalive, then idle
+//   rdma_peer_helper noread ADDR PORT KA_MS    as idle, but never reads (alive, no credits)
 //   rdma_peer_helper memlock ADDR PORT BYTES   lower RLIMIT_MEMLOCK, connect: exit 0 when
 //                                              the error is rmsg::memlock_limit_error()
 //   rdma_peer_helper portdown ADDR 0           a pair in this process: exit 0 when both fail
@@ -177,7 +178,7 @@ int main(int argc, char** argv) {
     const char* dev = std::getenv("RMSG_RDMA_DEVICE");
     return device_removal(**loop, argv[2], dev ? dev : "rxe0");
   }
-  if (mode == "idle") {
+  if (mode == "idle" || mode == "noread") {
     if (argc < 5) return 2;
     o.keepalive_interval = std::chrono::milliseconds(std::atoi(argv[4]));
     o.idle_timeout = 0ms;
@@ -199,5 +200,6 @@ int main(int argc, char** argv) {
     });
     return (*loop)->run() ? 0 : 3;
   }
+  if (mode == "noread") return (*loop)->run() ? 0 : 3;
   return 2;
 }
