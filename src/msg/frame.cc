@@ -1,0 +1,70 @@
+// Preamble encoding and validation (frame.h).
+#include "msg/frame.h"
+
+#include <bit>
+
+#include "msg/crc32c.h"
+#include "msg/frame_bytes.h"
+#include "msg/frame_errors.h"
+
+namespace rmsg::msg {
+namespace {
+
+constexpr std::size_t kLengthsOffset = 4;
+constexpr std::size_t kAlignmentsOffset = 20;
+
+bool valid_alignment(std::uint16_t a) noexcept {
+  return a == 0 || std::has_single_bit(a);
+}
+
+}  // namespace
+
+std::uint64_t Preamble::payload_size() const noexcept {
+  std::uint64_t n = 0;
+  for (auto len : lengths) n += len;
+  return n;
+}
+
+void encode_preamble(const Preamble& p, std::span<std::byte, kPreambleSize> out) noexcept {
+  out[0] = static_cast<std::byte>(p.type);
+  out[1] = static_cast<std::byte>(p.flags);
+  out[2] = static_cast<std::byte>(p.segment_count);
+  out[3] = static_cast<std::byte>(p.key_phase);
+  for (std::size_t i = 0; i < kMaxSegments; ++i) {
+    wire::store_le<std::uint32_t>(out.data() + kLengthsOffset + 4 * i, p.lengths[i]);
+    wire::store_le<std::uint16_t>(out.data() + kAlignmentsOffset + 2 * i, p.alignments[i]);
+  }
+  const auto crc = crc32c(out.first<kPreambleCrcOffset>());
+  wire::store_le<std::uint32_t>(out.data() + kPreambleCrcOffset, crc);
+}
+
+Result<Preamble> decode_preamble(std::span<const std::byte, kPreambleSize> in,
+                                 const FrameLimits& limits) noexcept {
+  const auto crc = wire::load_le<std::uint32_t>(in.data() + kPreambleCrcOffset);
+  if (crc32c(in.first<kPreambleCrcOffset>()) != crc) {
+    return make_error_code(WireErrc::preamble_crc);
+  }
+  Preamble p;
+  const auto type = static_cast<std::uint8_t>(in[0]);
+  p.flags = static_cast<std::uint8_t>(in[1]);
+  p.segment_count = static_cast<std::uint8_t>(in[2]);
+  p.key_phase = static_cast<std::uint8_t>(in[3]);
+  if ((p.flags & ~kKnownFlags) != 0 || p.key_phase != 0) {
+    return make_error_code(WireErrc::bad_flags);
+  }
+  if (p.segment_count > kMaxSegments) return make_error_code(WireErrc::bad_segment_count);
+  if (!is_known_frame_type(type)) return make_error_code(WireErrc::unknown_type);
+  p.type = static_cast<FrameType>(type);
+  for (std::size_t i = 0; i < kMaxSegments; ++i) {
+    p.lengths[i] = wire::load_le<std::uint32_t>(in.data() + kLengthsOffset + 4 * i);
+    p.alignments[i] = wire::load_le<std::uint16_t>(in.data() + kAlignmentsOffset + 2 * i);
+    if (i >= p.segment_count && (p.lengths[i] != 0 || p.alignments[i] != 0)) {
+      return make_error_code(WireErrc::bad_segment_count);
+    }
+    if (!valid_alignment(p.alignments[i])) return make_error_code(WireErrc::bad_alignment);
+  }
+  if (p.payload_size() > limits.max_frame_size) return make_error_code(WireErrc::oversize);
+  return p;
+}
+
+}  // namespace rmsg::msg

@@ -1,0 +1,236 @@
+// The banner and frame decoder's state machine (frame_decoder.h).
+#include "msg/frame_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "msg/crc32c.h"
+#include "msg/frame_bytes.h"
+
+namespace rmsg::msg {
+namespace {
+
+constexpr std::size_t kMagicSize = kBannerMagic.size();
+
+std::size_t align_up(std::size_t v, std::size_t a) noexcept {
+  return (v + a - 1) / a * a;
+}
+
+}  // namespace
+
+// ---- Frame
+
+void detail::AlignedDelete::operator()(std::byte* p) const noexcept {
+  ::operator delete (p, std::align_val_t{alignment});
+}
+
+void Frame::allocate(const Preamble& p) {
+  preamble_ = p;
+  std::size_t end = 0;
+  std::size_t max_align = alignof(std::max_align_t);
+  for (std::size_t i = 0; i < p.segment_count; ++i) {
+    const std::size_t a = std::max<std::size_t>(p.alignments[i], 1);
+    max_align = std::max(max_align, a);
+    offsets_[i] = align_up(end, a);
+    end = offsets_[i] + p.lengths[i];
+  }
+  storage_.reset();
+  if (end == 0) return;
+  storage_ = std::unique_ptr<std::byte[], detail::AlignedDelete>(
+      static_cast<std::byte*>(::operator new (end, std::align_val_t{max_align})),
+      detail::AlignedDelete{max_align});
+}
+
+std::span<const std::byte> Frame::segment(std::size_t i) const noexcept {
+  if (i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
+  return {storage_.get() + offsets_[i], preamble_.lengths[i]};
+}
+
+std::span<std::byte> Frame::segment(std::size_t i) noexcept {
+  if (i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
+  return {storage_.get() + offsets_[i], preamble_.lengths[i]};
+}
+
+std::size_t Frame::payload_size() const noexcept {
+  return preamble_.payload_size();
+}
+
+// ---- WireDecoder
+
+WireDecoder::WireDecoder(DecoderOptions options) : options_(options), state_(State::failed) {
+  if (options_.expect_banner) {
+    expect(State::banner_magic, kMagicSize);
+  } else {
+    banner_done_ = true;
+    expect(State::preamble, kPreambleSize);
+  }
+}
+
+void WireDecoder::expect(State s, std::size_t need) noexcept {
+  state_ = s;
+  need_ = need;
+  if (s != State::banner_head && s != State::banner_rest) have_ = 0;  // banner parts append
+}
+
+std::span<std::byte> WireDecoder::target() noexcept {
+  switch (state_) {
+    case State::segment:
+      return frame_.segment(segment_).subspan(have_);
+    case State::frame_ready:
+    case State::failed:
+      return {};
+    default:
+      return std::span<std::byte>(staging_).subspan(have_, need_ - have_);
+  }
+}
+
+DecodeEvent WireDecoder::feed(std::span<const std::byte>& in) {
+  while (true) {
+    if (state_ == State::failed) return DecodeEvent::error;
+    if (state_ == State::frame_ready) expect(State::preamble, kPreambleSize);
+    if (in.empty()) return DecodeEvent::need_more;
+    const auto t = target();
+    const std::size_t n = std::min(t.size(), in.size());
+    std::memcpy(t.data(), in.data(), n);
+    in = in.subspan(n);
+    if (const auto ev = advance(n); ev != DecodeEvent::need_more) return ev;
+  }
+}
+
+std::span<std::byte> WireDecoder::prepare() noexcept {
+  if (state_ == State::frame_ready) expect(State::preamble, kPreambleSize);
+  return target();
+}
+
+DecodeEvent WireDecoder::commit(std::size_t n) {
+  if (state_ == State::failed) return DecodeEvent::error;
+  if (state_ == State::frame_ready) expect(State::preamble, kPreambleSize);
+  return advance(std::min(n, target().size()));
+}
+
+DecodeEvent WireDecoder::advance(std::size_t n) {
+  if (state_ == State::segment) {
+    crcs_[segment_] = crc32c(target().first(n), crcs_[segment_]);
+  }
+  have_ += n;
+  stats_.bytes += n;
+  return have_ == need_ ? step() : DecodeEvent::need_more;
+}
+
+DecodeEvent WireDecoder::finish() {
+  if (state_ == State::failed) return DecodeEvent::error;
+  const bool between = state_ == State::frame_ready ||
+                       ((state_ == State::preamble || state_ == State::banner_magic) && have_ == 0);
+  return between ? DecodeEvent::need_more : fail(WireErrc::truncated);
+}
+
+Frame WireDecoder::take_frame() noexcept {
+  if (state_ != State::frame_ready) return {};
+  expect(State::preamble, kPreambleSize);
+  return std::move(frame_);
+}
+
+DecodeEvent WireDecoder::fail(std::error_code ec) {
+  state_ = State::failed;
+  error_ = ec;
+  if (ec.category() == wire_category() && ec.value() > 0 &&
+      static_cast<std::size_t>(ec.value()) < kWireErrcCount) {
+    ++stats_.errors[static_cast<std::size_t>(ec.value())];
+  }
+  return DecodeEvent::error;
+}
+
+DecodeEvent WireDecoder::step() {
+  switch (state_) {
+    case State::banner_magic:
+      if (!std::equal(kBannerMagic.begin(), kBannerMagic.end(), staging_.begin())) {
+        return fail(WireErrc::bad_magic);
+      }
+      expect(State::banner_head, kBannerFixedSize);
+      return DecodeEvent::need_more;
+    case State::banner_head:
+      return on_banner_head();
+    case State::banner_rest:
+      return on_banner_rest();
+    case State::preamble:
+      return on_preamble();
+    case State::segment:
+      ++segment_;
+      return next_segment();
+    case State::epilogue:
+      return on_epilogue();
+    case State::frame_ready:
+    case State::failed:
+      break;
+  }
+  return DecodeEvent::need_more;
+}
+
+DecodeEvent WireDecoder::on_banner_head() {
+  const auto ext = wire::load_le<std::uint16_t>(staging_.data() + 12);
+  if (ext > kMaxBannerExtension) return fail(WireErrc::bad_banner);
+  expect(State::banner_rest, kBannerFixedSize + ext + 4);
+  return DecodeEvent::need_more;
+}
+
+DecodeEvent WireDecoder::on_banner_rest() {
+  const std::size_t crc_at = need_ - 4;
+  const auto crc = wire::load_le<std::uint32_t>(staging_.data() + crc_at);
+  if (crc32c(std::span<const std::byte>(staging_.data(), crc_at)) != crc) {
+    return fail(WireErrc::bad_banner);
+  }
+  peer_.version_min = wire::load_le<std::uint16_t>(staging_.data() + 8);
+  peer_.version_max = wire::load_le<std::uint16_t>(staging_.data() + 10);
+  peer_.supported = wire::load_le<std::uint64_t>(staging_.data() + 16);
+  peer_.required = wire::load_le<std::uint64_t>(staging_.data() + 24);
+  auto n = negotiate(options_.local, peer_);
+  if (!n) return fail(n.error());
+  negotiated_ = n.value();
+  ++stats_.banners;
+  banner_done_ = true;
+  expect(State::preamble, kPreambleSize);
+  return DecodeEvent::banner;
+}
+
+DecodeEvent WireDecoder::on_preamble() {
+  auto p = decode_preamble(
+      std::span<const std::byte, kPreambleSize>(staging_.data(), kPreambleSize), options_.limits);
+  if (!p) return fail(p.error());
+  frame_.allocate(p.value());  // bounded: decode_preamble checked the sum of the lengths
+  crcs_ = {};
+  segment_ = 0;
+  return next_segment();
+}
+
+DecodeEvent WireDecoder::next_segment() {
+  const auto& p = frame_.preamble_;
+  while (segment_ < p.segment_count && p.lengths[segment_] == 0) ++segment_;
+  if (segment_ < p.segment_count) {
+    state_ = State::segment;
+    need_ = p.lengths[segment_];
+    have_ = 0;
+    return DecodeEvent::need_more;
+  }
+  if (p.segment_count == 0) {
+    state_ = State::frame_ready;
+    ++stats_.frames;
+    return DecodeEvent::frame;
+  }
+  expect(State::epilogue, p.epilogue_size());
+  return DecodeEvent::need_more;
+}
+
+DecodeEvent WireDecoder::on_epilogue() {
+  const auto& p = frame_.preamble_;
+  for (std::size_t i = 0; i < p.segment_count; ++i) {
+    if (wire::load_le<std::uint32_t>(staging_.data() + kSegmentCrcSize * i) != crcs_[i]) {
+      return fail(WireErrc::segment_crc);
+    }
+  }
+  state_ = State::frame_ready;
+  ++stats_.frames;
+  return DecodeEvent::frame;
+}
+
+}  // namespace rmsg::msg

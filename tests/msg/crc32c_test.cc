@@ -1,0 +1,92 @@
+// CRC-32C: the standard check values (RFC 3720 B.4, the "123456789" check), both
+// implementations equal over random lengths, alignments and chunkings, and the run-time
+// choice honouring RMSG_CRC32C.
+#include "msg/crc32c.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include "kit/seed.h"
+
+namespace rmsg::msg {
+namespace {
+
+std::span<const std::byte> bytes_of(std::string_view s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+std::vector<std::byte> filled(std::size_t n, auto f) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>(f(i));
+  return v;
+}
+
+using Fn = std::uint32_t (*)(std::span<const std::byte>, std::uint32_t) noexcept;
+
+class Crc32cVectors : public ::testing::TestWithParam<Fn> {};
+
+TEST_P(Crc32cVectors, StandardCheckValues) {
+  const Fn crc = GetParam();
+  EXPECT_EQ(crc(bytes_of("123456789"), 0), 0xE3069283u);
+  EXPECT_EQ(crc({}, 0), 0u);
+  // RFC 3720 B.4 (the RFC prints the CRC's bytes as sent, little-endian first).
+  EXPECT_EQ(crc(filled(32, [](std::size_t) { return 0x00; }), 0), 0x8A9136AAu);
+  EXPECT_EQ(crc(filled(32, [](std::size_t) { return 0xFF; }), 0), 0x62A8AB43u);
+  EXPECT_EQ(crc(filled(32, [](std::size_t i) { return i; }), 0), 0x46DD794Eu);
+  EXPECT_EQ(crc(filled(32, [](std::size_t i) { return 31 - i; }), 0), 0x113FDB5Cu);
+}
+
+TEST_P(Crc32cVectors, ContinuationComposes) {
+  const Fn crc = GetParam();
+  const auto a = bytes_of("1234");
+  const auto b = bytes_of("56789");
+  EXPECT_EQ(crc(b, crc(a, 0)), 0xE3069283u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Impl, Crc32cVectors,
+                         ::testing::Values(&crc32c, &crc32c_portable, &crc32c_hw),
+                         [](const auto& param_info) {
+                           return std::string(param_info.index == 0   ? "dispatched"
+                                              : param_info.index == 1 ? "portable"
+                                                                      : "hw");
+                         });
+
+TEST(Crc32c, HwAndPortableAgreeOverLengthsAlignmentsChunkings) {
+  auto rng = testing::test_rng("crc32c");
+  std::vector<std::byte> buf(4096 + 64);
+  for (auto& b : buf) b = static_cast<std::byte>(rng());
+  for (int round = 0; round < 2000; ++round) {
+    const std::size_t off = rng() % 64;
+    const std::size_t len = round < 200 ? static_cast<std::size_t>(round) : rng() % 4096;
+    const std::span<const std::byte> data(buf.data() + off, len);
+    const std::uint32_t whole = crc32c_portable(data);
+    ASSERT_EQ(crc32c_hw(data), whole) << "off " << off << " len " << len;
+    ASSERT_EQ(crc32c(data), whole);
+    // Any split into chunks gives the same CRC, each implementation continuing the other's.
+    std::uint32_t c = 0;
+    std::size_t at = 0;
+    for (bool hw = false; at < len; hw = !hw) {
+      const std::size_t n = std::min<std::size_t>(len - at, 1 + rng() % 97);
+      c = hw ? crc32c_hw(data.subspan(at, n), c) : crc32c_portable(data.subspan(at, n), c);
+      at += n;
+    }
+    ASSERT_EQ(c, whole) << "off " << off << " len " << len;
+  }
+}
+
+TEST(Crc32c, ChoiceFollowsCpuAndEnvironment) {
+  const char* env = std::getenv("RMSG_CRC32C");
+  const bool forced = env != nullptr && std::string_view(env) == "portable";
+  const auto expect = crc32c_hw_available() && !forced ? Crc32cImpl::sse42 : Crc32cImpl::portable;
+  EXPECT_EQ(crc32c_impl(), expect) << crc32c_impl_name(crc32c_impl());
+#if defined(__x86_64__)
+  EXPECT_EQ(crc32c_hw_available(), __builtin_cpu_supports("sse4.2") != 0);
+#endif
+}
+
+}  // namespace
+}  // namespace rmsg::msg
