@@ -121,8 +121,7 @@ class Messenger {
   using EventCallback = std::function<void(SessionEvent event)>;
 
   // Errors: Errc::invalid_argument (node_id 0, a bound of 0, no dispatch callback).
-  static Result<std::unique_ptr<Messenger>> create(EventLoop& loop,
-                                                   const MessengerOptions& options,
+  static Result<std::unique_ptr<Messenger>> create(EventLoop& loop, const MessengerOptions& options,
                                                    DispatchCallback dispatch,
                                                    EventCallback on_event = {});
   Messenger(const Messenger&) = delete;
@@ -152,9 +151,9 @@ class Messenger {
 
   struct SessionInfo {
     bool connected = false;
-    std::size_t queued = 0;      // messages not yet acknowledged (in flight included)
-    std::size_t in_flight = 0;   // written on the current connection, not acknowledged
-    std::uint64_t delivered = 0; // the last message number handed to dispatch
+    std::size_t queued = 0;       // messages not yet acknowledged (in flight included)
+    std::size_t in_flight = 0;    // written on the current connection, not acknowledged
+    std::uint64_t delivered = 0;  // the last message number handed to dispatch
     std::uint64_t connect_seq = 0;
   };
   std::optional<SessionInfo> session_info(NodeId peer) const;

@@ -16,10 +16,9 @@ constexpr int kReadsPerCallback = 16;  // then the rest is deferred: other strea
 
 const char* messenger_errc_name(int v) {
   static constexpr std::array<const char*, 13> kNames = {
-      "unknown",          "peer_restarted", "session_unknown", "lossy_fault",
-      "wrong_node",       "handshake_timeout", "unexpected_frame", "sequence_gap",
-      "bad_ack",          "bad_payload",    "replaced",        "peer_closed",
-      "shutdown"};
+      "unknown",           "peer_restarted",   "session_unknown", "lossy_fault", "wrong_node",
+      "handshake_timeout", "unexpected_frame", "sequence_gap",    "bad_ack",     "bad_payload",
+      "replaced",          "peer_closed",      "shutdown"};
   return v > 0 && v < static_cast<int>(kNames.size()) ? kNames[v] : "unknown";
 }
 

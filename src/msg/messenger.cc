@@ -14,18 +14,30 @@ class MessengerCategory final : public std::error_category {
   const char* name() const noexcept override { return "rmsg.messenger"; }
   std::string message(int ev) const override {
     switch (static_cast<MessengerErrc>(ev)) {
-      case MessengerErrc::peer_restarted: return "peer restarted its session";
-      case MessengerErrc::session_unknown: return "peer does not know our session";
-      case MessengerErrc::lossy_fault: return "lossy session lost its connection";
-      case MessengerErrc::wrong_node: return "wrong node at that address";
-      case MessengerErrc::handshake_timeout: return "handshake timed out";
-      case MessengerErrc::unexpected_frame: return "unexpected frame";
-      case MessengerErrc::sequence_gap: return "message sequence gap";
-      case MessengerErrc::bad_ack: return "ack of a message never sent";
-      case MessengerErrc::bad_payload: return "malformed control payload";
-      case MessengerErrc::replaced: return "connection replaced";
-      case MessengerErrc::peer_closed: return "peer closed the connection";
-      case MessengerErrc::shutdown: return "messenger shut down";
+      case MessengerErrc::peer_restarted:
+        return "peer restarted its session";
+      case MessengerErrc::session_unknown:
+        return "peer does not know our session";
+      case MessengerErrc::lossy_fault:
+        return "lossy session lost its connection";
+      case MessengerErrc::wrong_node:
+        return "wrong node at that address";
+      case MessengerErrc::handshake_timeout:
+        return "handshake timed out";
+      case MessengerErrc::unexpected_frame:
+        return "unexpected frame";
+      case MessengerErrc::sequence_gap:
+        return "message sequence gap";
+      case MessengerErrc::bad_ack:
+        return "ack of a message never sent";
+      case MessengerErrc::bad_payload:
+        return "malformed control payload";
+      case MessengerErrc::replaced:
+        return "connection replaced";
+      case MessengerErrc::peer_closed:
+        return "peer closed the connection";
+      case MessengerErrc::shutdown:
+        return "messenger shut down";
     }
     return "unknown messenger error";
   }
@@ -88,7 +100,9 @@ Result<std::unique_ptr<Messenger>> Messenger::create(EventLoop& loop,
 
 Messenger::Messenger(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Messenger::~Messenger() { impl_->shutdown(); }
+Messenger::~Messenger() {
+  impl_->shutdown();
+}
 
 Result<std::string> Messenger::listen(const SocketAddress& address,
                                       const ConnectionParams& params) {
@@ -97,19 +111,29 @@ Result<std::string> Messenger::listen(const SocketAddress& address,
 Result<void> Messenger::add_peer(NodeId peer, const ConnectionParams& params) {
   return impl_->add_peer(peer, params);
 }
-void Messenger::set_policy(NodeId peer, SessionPolicy policy) { impl_->set_policy(peer, policy); }
+void Messenger::set_policy(NodeId peer, SessionPolicy policy) {
+  impl_->set_policy(peer, policy);
+}
 Result<void> Messenger::send(NodeId peer, std::span<const std::byte> payload) {
   return impl_->send(peer, std::vector<std::byte>(payload.begin(), payload.end()));
 }
 Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload) {
   return impl_->send(peer, std::move(payload));
 }
-void Messenger::mark_down(NodeId peer) { impl_->mark_down(peer); }
+void Messenger::mark_down(NodeId peer) {
+  impl_->mark_down(peer);
+}
 std::optional<Messenger::SessionInfo> Messenger::session_info(NodeId peer) const {
   return impl_->session_info(peer);
 }
-NodeId Messenger::node_id() const noexcept { return impl_->node_id(); }
-EventLoop& Messenger::loop() const noexcept { return impl_->loop(); }
-const CounterSet& Messenger::counters() const noexcept { return impl_->counters(); }
+NodeId Messenger::node_id() const noexcept {
+  return impl_->node_id();
+}
+EventLoop& Messenger::loop() const noexcept {
+  return impl_->loop();
+}
+const CounterSet& Messenger::counters() const noexcept {
+  return impl_->counters();
+}
 
 }  // namespace rmsg

@@ -84,8 +84,8 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
   auto it = sessions_.find(peer);
   if (it == sessions_.end()) return std::nullopt;
   const Session& s = *it->second;
-  return Messenger::SessionInfo{s.state == Session::State::open, s.out->size(),
-                                s.out->in_flight(), s.in.in_seq(), s.connect_seq};
+  return Messenger::SessionInfo{s.state == Session::State::open, s.out->size(), s.out->in_flight(),
+                                s.in.in_seq(), s.connect_seq};
 }
 
 void Messenger::Impl::shutdown() {

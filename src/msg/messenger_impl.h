@@ -21,6 +21,7 @@
 
 #include "msg/backoff.h"
 #include "msg/frame_decoder.h"
+#include "msg/frame_encoder.h"
 #include "msg/frame_types.h"
 #include "msg/in_state.h"
 #include "msg/out_queue.h"

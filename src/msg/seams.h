@@ -32,8 +32,7 @@ class StreamFactory {
 Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop);
 
 struct MessengerAccess {
-  static Result<std::unique_ptr<Messenger>> create(EventLoop& loop,
-                                                   const MessengerOptions& options,
+  static Result<std::unique_ptr<Messenger>> create(EventLoop& loop, const MessengerOptions& options,
                                                    std::unique_ptr<StreamFactory> streams,
                                                    Messenger::DispatchCallback dispatch,
                                                    Messenger::EventCallback on_event);
