@@ -218,6 +218,7 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
     s.conn = 0;
     reset_session(s, make_error_code(MessengerErrc::peer_restarted), true);
   }
+  if (d.drop_outbound) counters_.counter("msg.decisions.race_lost").add_owned();
   if (s.outbound != 0 && (d.drop_outbound || d.reset_local)) {
     drop(s.outbound, false);
     s.outbound = 0;
