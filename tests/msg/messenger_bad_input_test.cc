@@ -42,8 +42,8 @@ class MessengerBadInputTest : public MessengerLoopbackTest {
     write_raw(std::span(buf).first(n.value()));
   }
   void write_hello() {
-    const auto h = msg::encode(msg::Hello{.node = 9, .target = kB, .client_cookie = 77,
-                                          .global_seq = 1, .connect_seq = 1});
+    const auto h = msg::encode(msg::Hello{
+        .node = 9, .target = kB, .client_cookie = 77, .global_seq = 1, .connect_seq = 1});
     write_frame(FrameType::client_ident, h);
   }
   // Runs until B counted `error` once, and checks that the raw stream was closed on.
