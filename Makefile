@@ -11,7 +11,7 @@ CONFIG  := $(GEN) -DRMSG_WERROR=ON
 TIERS   := build host asan tsan clang rdma rdma-asan
 
 .PHONY: all deps deps-test configure build demo test test-host test-asan test-tsan \
-        test-clang test-rdma test-rdma-asan install lint format clean
+        test-clang test-rdma test-rdma-asan fuzz install lint format clean
 
 all: build
 
@@ -66,6 +66,14 @@ build-clang/build.ninja: Makefile
 test-clang: build-clang/build.ninja
 	cmake --build build-clang -j $(JOBS)
 	$(CTEST) --test-dir build-clang -j $(JOBS) -L 'unit|tcp'
+
+# The messenger's libFuzzer targets (tests/fuzz/msg_fuzzers.cmake), built in the clang tree
+# and run a minute each: scratch corpus, then the committed one; fixed seed; artifacts in
+# build-clang/fuzz/NAME/. Not a `make test` step (the clang step runs them briefly).
+FUZZ_SECONDS ?= 60
+fuzz: build-clang/build.ninja
+	cmake --build build-clang -j $(JOBS) --target msg_fuzzers
+	tests/fuzz/fuzz_all.sh build-clang $(FUZZ_SECONDS)
 
 # Soft-RoCE: every rdma-labelled test inside one qemu guest boot (tests/softroce/).
 test-rdma: build

@@ -56,6 +56,10 @@ class Frame {
   // Segment i < segment_count(); an empty span for i beyond it.
   std::span<const std::byte> segment(std::size_t i) const noexcept;
   std::span<std::byte> segment(std::size_t i) noexcept;
+  // The alignment the sender asked for segment i (0: none), as in the preamble.
+  std::uint16_t alignment(std::size_t i) const noexcept {
+    return i < kMaxSegments ? preamble_.alignments[i] : 0;
+  }
   std::size_t payload_size() const noexcept;  // sum of the segment lengths
 
  private:
