@@ -129,7 +129,6 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void send_hello(Connection& c, Session& s);
   void on_handshake_frame(Connection& c, msg::Frame& f);
   void on_hello(Connection& c, const msg::Hello& h, bool reconnect);
-  void on_welcome(Connection& c, const msg::Welcome& w);
   void accept_hello(Connection& c, Session& s, const msg::Hello& h, const msg::Decision& d);
   void open_session(Connection& c, Session& s, msg::Seq peer_delivered);
 

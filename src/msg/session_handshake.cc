@@ -4,6 +4,7 @@
 // through it; docs/protocol.md has the bytes.
 #include <utility>
 
+#include "msg/connector.h"
 #include "msg/messenger_impl.h"
 #include "rmsg/log.h"
 
@@ -76,69 +77,51 @@ void Messenger::Impl::send_hello(Connection& c, Session& s) {
 void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
   const ConnId id = c.id;
   const auto payload = f.segment(0);
-  const auto bad = make_error_code(MessengerErrc::bad_payload);
   if (c.role == Connection::Role::inbound) {
     if (f.type() != FrameType::client_ident && f.type() != FrameType::session_reconnect) {
       fail(id, make_error_code(MessengerErrc::unexpected_frame));
       return;
     }
     auto h = msg::decode_hello(payload);
-    if (!h) return fail(id, bad);
+    if (!h) return fail(id, make_error_code(MessengerErrc::bad_payload));
     on_hello(c, h.value(), f.type() == FrameType::session_reconnect);
     return;
   }
   Session* s = find_session(c.peer);
   if (s == nullptr || s->outbound != id) return drop(id, false);
-  switch (f.type()) {
-    case FrameType::server_ident:
-    case FrameType::session_reconnect_ok: {
-      auto w = msg::decode_welcome(payload);
-      if (!w) return fail(id, bad);
-      on_welcome(c, w.value());
+  msg::AttemptNumbers n{c.peer, s->peer_cookie, s->connect_seq, global_seq_, c.attempt_cs};
+  const msg::Reaction r = msg::react(f.type(), payload, n);
+  s->connect_seq = n.connect_seq;
+  global_seq_ = n.global_seq;
+  using K = msg::Reaction::Kind;
+  switch (r.kind) {
+    case K::established:
+      s->peer_cookie = n.peer_cookie;
+      if ((r.welcome.flags & msg::kFlagLossy) != 0) s->policy = SessionPolicy::lossy;
+      open_session(c, *s, r.welcome.msg_seq);
       return;
-    }
-    case FrameType::session_retry: {
-      auto v = msg::decode_value64(payload);
-      if (!v) return fail(id, bad);
-      counters_.counter("msg.handshake.retry").add_owned();
-      s->connect_seq = msg::seq_max(s->connect_seq, v->value);
+    case K::send_hello:
+      counters_
+          .counter(f.type() == FrameType::session_retry ? "msg.handshake.retry"
+                                                        : "msg.handshake.retry_global")
+          .add_owned();
       send_hello(c, *s);
       return;
-    }
-    case FrameType::session_retry_global: {
-      auto v = msg::decode_value64(payload);
-      if (!v) return fail(id, bad);
-      counters_.counter("msg.handshake.retry_global").add_owned();
-      global_seq_ = msg::seq_max(global_seq_, v->value);
-      send_hello(c, *s);
-      return;
-    }
-    case FrameType::wait: {
-      // The peer's own attempt wins; ours gives way. connect_seq is bumped to this
-      // attempt's, so that if the peer's attempt never arrives, our next one beats it.
+    case K::give_way:
+      // The peer's attempt wins; ours closes and the fallback waits the longest backoff.
       counters_.counter("msg.handshake.wait").add_owned();
-      s->connect_seq = msg::seq_max(s->connect_seq, c.attempt_cs);
       s->outbound = 0;
       drop(id, true);
       schedule_attempt(*s, s->backoff.longest(loop_.random()));
       return;
-    }
-    case FrameType::session_reset: {
+    case K::reset_session:
       // The peer does not know our session (it restarted): ours ends; start afresh here.
       counters_.counter("msg.handshake.reset").add_owned();
       reset_session(*s, make_error_code(MessengerErrc::session_unknown), true);
       send_hello(c, *s);
       return;
-    }
-    case FrameType::close: {
-      auto r = msg::decode_reason(payload);
-      fail(id, make_error_code(r && r->reason == msg::CloseReason::wrong_node
-                                   ? MessengerErrc::wrong_node
-                                   : MessengerErrc::peer_closed));
-      return;
-    }
-    default:
-      fail(id, make_error_code(MessengerErrc::unexpected_frame));
+    case K::failed:
+      fail(id, r.error);
       return;
   }
 }
@@ -246,19 +229,6 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
   queue_control(c, h.server_cookie == 0 ? FrameType::server_ident : FrameType::session_reconnect_ok,
                 bytes);
   open_session(c, s, h.msg_seq);
-}
-
-void Messenger::Impl::on_welcome(Connection& c, const msg::Welcome& w) {
-  Session& s = *find_session(c.peer);
-  if (w.node != c.peer) return fail(c.id, make_error_code(MessengerErrc::wrong_node));
-  if (w.cookie == 0 || (s.peer_cookie != 0 && w.cookie != s.peer_cookie) ||
-      w.connect_seq != c.attempt_cs) {
-    return fail(c.id, make_error_code(MessengerErrc::bad_payload));
-  }
-  s.peer_cookie = w.cookie;
-  s.connect_seq = w.connect_seq;
-  if ((w.flags & msg::kFlagLossy) != 0) s.policy = SessionPolicy::lossy;
-  open_session(c, s, w.msg_seq);
 }
 
 void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_delivered) {
