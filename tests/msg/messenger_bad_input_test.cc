@@ -96,6 +96,22 @@ TEST_F(MessengerBadInputTest, BadPreambleCrcIsCheckedBeforeAnyLength) {
   expect_b_serves();
 }
 
+TEST_F(MessengerBadInputTest, BadSegmentCrc) {
+  connect_raw();
+  write_banner();
+  write_hello();
+  const auto h = msg::encode(msg::MessageHeader{1, 0, 0});
+  std::array<std::byte, 16> body{};
+  std::array<std::byte, 4096> buf{};
+  const msg::Segment segs[2] = {{h, 0}, {body, 0}};
+  auto n = msg::encode_frame_to(buf, FrameType::message, segs, {});
+  ASSERT_TRUE(n.ok());
+  buf[msg::kPreambleSize + msg::MessageHeader::kSize + 3] ^= std::byte{1};  // a payload bit
+  write_raw(std::span(buf).first(n.value()));
+  expect_closed_with("segment_crc");
+  EXPECT_EQ(b_.node.ledger.delivered, 0u);  // the frame is not delivered
+}
+
 TEST_F(MessengerBadInputTest, OversizeFrameIsRefusedBeforeAllocation) {
   connect_raw();
   write_banner();

@@ -307,6 +307,17 @@ TEST_F(MessengerLoopbackTest, LossyPolicyResetsInsteadOfReplaying) {
   EXPECT_GE(b_.node.count(Kind::reset), 1);  // B learns when A comes back afresh
 }
 
+TEST_F(MessengerLoopbackTest, DestroyingAMessengerClosesGracefully) {
+  start_both();
+  send_a(10);
+  ASSERT_TRUE(run([&] { return b_has_all_from_a(); }));
+  b_.node.m.reset();  // a close frame, then shutdown_write + close
+  RUN_UNTIL_EVENTS(a_, Kind::disconnected, 1);
+  EXPECT_EQ(a_.node.events.back().error, make_error_code(MessengerErrc::peer_closed));
+  EXPECT_EQ(a_.node.counter("msg.errors.peer_closed"), 1u);
+  EXPECT_EQ(a_.node.counter("msg.errors.stream"), 0u);  // not a reset
+}
+
 TEST_F(MessengerLoopbackTest, WrongNodeAtTheAddressFails) {
   start_a(options(kA));
   start_b(options(3));  // B's port, another node
