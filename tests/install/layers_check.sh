@@ -27,6 +27,7 @@ declare -A public=(
   [rdma_errors.h]=verbs
   [rdma.h]=rdma
   [connection_manager.h]=cm
+  [messenger.h]=msg
 )
 
 layer_of_header() {  # "rmsg/x.h" or "dir/x.h" -> layer, or empty when unknown

@@ -1,0 +1,178 @@
+// Messenger: ordered, lossless messages between nodes over rmsg Streams (TCP or RDMA),
+// surviving every reconnect. Design, decision order, policies and bounds:
+// docs/messenger.md; every byte on the wire: docs/protocol.md (Messenger).
+//
+// Each messenger has a configured 64-bit node id. It keeps one session per peer node: the
+// messages to that peer, numbered from 1, kept until the peer acknowledged them, and
+// replayed in order on the next connection after a fault; the receiver drops what it
+// already has, so each message reaches the dispatch callback exactly once and in order.
+// A message is acknowledged once the dispatch callback returned ("handed to the
+// application"). Connections are made by the session itself (add_peer() tells it where
+// the peer listens), with jittered exponential backoff, at most max_handshakes at a time;
+// a peer that can only be reached by its own connects (no add_peer) is waited for.
+//
+// Policies (per peer): lossless keeps and replays unacknowledged messages across
+// connections; lossy does not: a connection lost is a session reset.
+//
+// A session reset (SessionEvent::reset) ends a session: the peer restarted (it presents a
+// new session cookie), our side was forgotten by the peer (it restarted), or a lossy
+// connection was lost. The event hands back the messages whose delivery is unknown
+// (written at least once, never acknowledged) apart from those never sent; numbering starts
+// again at 1 in the new session.
+//
+// Threading: one messenger per EventLoop; every method is loop-thread-only and every
+// callback runs on the loop thread. Callbacks may call send(), add_peer() and mark_down(),
+// but must not destroy the messenger. The loop must outlive the messenger.
+//
+// Errors (send and events): Errc::resource_exhausted (a queue bound; nothing queued),
+// Errc::invalid_argument (node id 0 or our own, a payload over max_message_size),
+// MessengerErrc (below) and the wire's rmsg::msg WireErrc ("rmsg.msg.wire") for the reason
+// a connection closed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "rmsg/address.h"
+#include "rmsg/connection_manager.h"
+#include "rmsg/counters.h"
+#include "rmsg/event_loop.h"
+#include "rmsg/result.h"
+
+namespace rmsg {
+
+using NodeId = std::uint64_t;
+
+enum class SessionPolicy : std::uint8_t { lossless = 0, lossy = 1 };
+
+// Why a connection or a session ended (stable values; counters name them).
+enum class MessengerErrc {
+  peer_restarted = 1,     // reset: the peer presents a new session (it restarted)
+  session_unknown = 2,    // reset: the peer does not know our session (it restarted)
+  lossy_fault = 3,        // reset: a lossy session's connection was lost
+  wrong_node = 4,         // the node at that address is not the one expected
+  handshake_timeout = 5,  // no session established within handshake_timeout
+  unexpected_frame = 6,   // a frame type not allowed in the connection's state
+  sequence_gap = 7,       // a message number skipped (the peer is broken)
+  bad_ack = 8,            // an ack of a message never sent (the peer is broken)
+  bad_payload = 9,        // a control frame's payload is malformed
+  replaced = 10,          // the session moved to a newer connection
+  peer_closed = 11,       // the peer closed the connection (a close frame or EOF)
+  shutdown = 12,          // this messenger shut down or mark_down() dropped the session
+};
+const std::error_category& messenger_category() noexcept;
+inline std::error_code make_error_code(MessengerErrc e) noexcept {
+  return {static_cast<int>(e), messenger_category()};
+}
+
+struct SessionEvent {
+  enum class Kind : std::uint8_t {
+    connected,     // a connection is established (first or after a fault)
+    disconnected,  // the connection was lost; a lossless session carries on (error: why)
+    failed,        // a connect attempt failed; the next follows after backoff (error: why)
+    reset,         // the session ended (error: why) and its messages are handed back
+  };
+  Kind kind = Kind::connected;
+  NodeId peer = 0;
+  std::error_code error;
+  std::vector<std::vector<std::byte>> unknown;  // reset: delivery unknown, oldest first
+  std::vector<std::vector<std::byte>> unsent;   // reset: never sent, oldest first
+};
+
+struct MessengerOptions {
+  NodeId node_id = 0;  // required, not 0; unique among the nodes that talk to each other
+  SessionPolicy default_policy = SessionPolicy::lossless;
+  // Bounds. Every queued message (sent and unacknowledged, or not yet sent) counts
+  // against its session's and the messenger's totals; send() refuses beyond them.
+  std::size_t max_message_size = std::size_t{4} << 20;
+  std::size_t session_max_messages = 4096;
+  std::size_t session_max_bytes = std::size_t{64} << 20;
+  std::size_t total_max_messages = 65536;
+  std::size_t total_max_bytes = std::size_t{256} << 20;
+  // Written on a connection and not yet acknowledged: the rest waits.
+  std::size_t window_messages = 1024;
+  std::size_t window_bytes = std::size_t{16} << 20;
+  // A standalone ack after this many messages delivered, or this long after the first of
+  // them when no frame carried the ack meanwhile.
+  std::uint32_t ack_every = 32;
+  Duration ack_delay = std::chrono::milliseconds(5);
+  // Reconnect backoff: the n-th failure in a row waits a random time in [b/2, b],
+  // b = backoff_initial * 2^(n-1) capped at backoff_max (EventLoop::random()).
+  Duration backoff_initial = std::chrono::milliseconds(10);
+  Duration backoff_max = std::chrono::seconds(2);
+  Duration handshake_timeout = std::chrono::seconds(5);
+  // Our connect attempts in flight at once (connect + handshake); more wait their turn.
+  std::size_t max_handshakes = 16;
+  // Bytes written to a connection and not yet accepted by its stream, past which no more
+  // messages are taken from the queue (the stream's backpressure reaches the queue).
+  std::size_t write_buffer = std::size_t{256} << 10;
+};
+
+class Messenger {
+ public:
+  using DispatchCallback = std::function<void(NodeId from, std::span<const std::byte> payload)>;
+  using EventCallback = std::function<void(SessionEvent event)>;
+
+  // Errors: Errc::invalid_argument (node_id 0, a bound of 0, no dispatch callback).
+  static Result<std::unique_ptr<Messenger>> create(EventLoop& loop, const MessengerOptions& options,
+                                                   DispatchCallback dispatch,
+                                                   EventCallback on_event = {});
+  Messenger(const Messenger&) = delete;
+  Messenger& operator=(const Messenger&) = delete;
+  Messenger(Messenger&&) = delete;
+  Messenger& operator=(Messenger&&) = delete;
+  // Closes every connection (a close frame, then a graceful stream close) and drops the
+  // sessions without events; queued messages are lost.
+  ~Messenger();
+
+  // Accepts peers on `address` (port 0: any) over `params`' transport. Returns the bound
+  // address ("ip:port"). Errors: those of ConnectionManager::listen.
+  Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
+  // Where and how to reach `peer` (params.peer: its listening address). The session
+  // connects when it has messages, and keeps reconnecting after faults.
+  Result<void> add_peer(NodeId peer, const ConnectionParams& params);
+  void set_policy(NodeId peer, SessionPolicy policy);
+
+  // Queues a message for `peer` (copied). Returns at once; the message is delivered once
+  // and in order unless a session reset hands it back. Errors: see the top.
+  Result<void> send(NodeId peer, std::span<const std::byte> payload);
+  Result<void> send(NodeId peer, std::vector<std::byte> payload);
+
+  // Drops the session with `peer` now (its connection closes; no event; queued messages
+  // are lost) and forgets its address. The peer sees a reset when it comes back.
+  void mark_down(NodeId peer);
+
+  struct SessionInfo {
+    bool connected = false;
+    std::size_t queued = 0;       // messages not yet acknowledged (in flight included)
+    std::size_t in_flight = 0;    // written on the current connection, not acknowledged
+    std::uint64_t delivered = 0;  // the last message number handed to dispatch
+    std::uint64_t connect_seq = 0;
+  };
+  std::optional<SessionInfo> session_info(NodeId peer) const;
+  NodeId node_id() const noexcept;
+  EventLoop& loop() const noexcept;
+
+  // msg.* counters (docs/messenger.md lists them): messages sent/delivered/duplicates,
+  // replays, acks, connects, accepts, sessions, resets, errors.<name> per cause.
+  const CounterSet& counters() const noexcept;
+
+  class Impl;
+
+ private:
+  explicit Messenger(std::shared_ptr<Impl> impl);
+  friend struct MessengerAccess;  // src/msg/seams.h
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace rmsg
+
+template <>
+struct std::is_error_code_enum<rmsg::MessengerErrc> : std::true_type {};

@@ -1,0 +1,177 @@
+// Connections' I/O: the stream callbacks, the read loop into the wire decoder, the write
+// buffer, and closing a connection for a reason (counted).
+#include <array>
+#include <string>
+#include <utility>
+
+#include "msg/frame_encoder.h"
+#include "msg/messenger_impl.h"
+#include "rmsg/log.h"
+
+namespace rmsg {
+namespace {
+
+constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr int kReadsPerCallback = 16;  // then the rest is deferred: other streams get a turn
+
+const char* messenger_errc_name(int v) {
+  static constexpr std::array<const char*, 13> kNames = {
+      "unknown",           "peer_restarted",   "session_unknown", "lossy_fault", "wrong_node",
+      "handshake_timeout", "unexpected_frame", "sequence_gap",    "bad_ack",     "bad_payload",
+      "replaced",          "peer_closed",      "shutdown"};
+  return v > 0 && v < static_cast<int>(kNames.size()) ? kNames[v] : "unknown";
+}
+
+}  // namespace
+
+Connection& Messenger::Impl::new_connection(Connection::Role role) {
+  auto c = std::make_unique<Connection>();
+  c->id = next_conn_id_++;
+  c->role = role;
+  Connection& ref = *c;
+  conns_.emplace(ref.id, std::move(c));
+  return ref;
+}
+
+Connection* Messenger::Impl::find_connection(ConnId id) {
+  auto it = conns_.find(id);
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+void Messenger::Impl::watch(Connection& c) {
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const ConnId id = c.id;
+  c.stream.on_readable([weak, id] {
+    if (auto self = weak.lock()) self->on_readable(id);
+  });
+}
+
+void Messenger::Impl::on_readable(ConnId id) {
+  static thread_local std::array<std::byte, kReadChunk> buf;
+  for (int round = 0; round < kReadsPerCallback; ++round) {
+    Connection* c = find_connection(id);
+    if (c == nullptr) return;
+    auto n = c->stream.read(buf);
+    if (!n) {
+      if (n.is(Errc::would_block)) return;
+      return fail(id, n.error());
+    }
+    if (n.value() == 0) {
+      const bool torn = c->decoder->finish() == msg::DecodeEvent::error;
+      return fail(id, torn ? c->decoder->error() : make_error_code(MessengerErrc::peer_closed));
+    }
+    std::span<const std::byte> in(buf.data(), n.value());
+    while (!in.empty()) {
+      c = find_connection(id);
+      if (c == nullptr) return;
+      const msg::DecodeEvent ev = c->decoder->feed(in);
+      if (ev == msg::DecodeEvent::error) return fail(id, c->decoder->error());
+      if (ev != msg::DecodeEvent::frame) continue;
+      msg::Frame f = c->decoder->take_frame();
+      if (c->state == Connection::State::open) {
+        on_open_frame(*c, f);
+      } else {
+        on_handshake_frame(*c, f);
+      }
+    }
+  }
+  // More may be waiting: come back after the loop served the others.
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.defer([weak, id] {
+    if (auto self = weak.lock()) self->on_readable(id);
+  });
+}
+
+bool Messenger::Impl::queue_frame(Connection& c, msg::FrameType type,
+                                  std::span<const msg::Segment> segments) {
+  if (c.out_off > 0 && c.out_off * 2 >= c.out.size()) {
+    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_off));
+    c.out_off = 0;
+  }
+  const std::size_t size = msg::encoded_frame_size(segments);
+  const std::size_t old = c.out.size();
+  c.out.resize(old + size);
+  auto r = msg::encode_frame_to(std::span(c.out).subspan(old), type, segments, frame_limits_);
+  if (!r) {
+    c.out.resize(old);
+    return false;
+  }
+  return true;
+}
+
+bool Messenger::Impl::queue_control(Connection& c, msg::FrameType type,
+                                    std::span<const std::byte> payload) {
+  const msg::Segment seg{payload, 0};
+  return queue_frame(c, type, std::span(&seg, payload.empty() ? 0 : 1));
+}
+
+void Messenger::Impl::flush(Connection& c) {
+  const ConnId id = c.id;
+  while (c.pending_bytes() > 0) {
+    auto n = c.stream.write(std::span(c.out).subspan(c.out_off));
+    if (!n) {
+      if (!n.is(Errc::would_block)) return fail(id, n.error());
+      std::weak_ptr<Impl> weak = weak_from_this();
+      c.stream.on_writable([weak, id] {
+        auto self = weak.lock();
+        if (!self) return;
+        Connection* cc = self->find_connection(id);
+        if (cc == nullptr) return;
+        cc->stream.on_writable({});
+        self->flush(*cc);
+        cc = self->find_connection(id);
+        if (cc == nullptr || cc->state != Connection::State::open) return;
+        if (Session* s = self->find_session(cc->peer); s != nullptr && s->conn == id) {
+          self->pump(*s);
+        }
+      });
+      return;
+    }
+    c.out_off += n.value();
+  }
+  c.out.clear();
+  c.out_off = 0;
+}
+
+void Messenger::Impl::count_error(std::error_code why) {
+  std::string name = "msg.errors.";
+  if (why.category() == messenger_category()) {
+    name += messenger_errc_name(why.value());
+  } else if (why.category() == msg::wire_category()) {
+    name += msg::wire_errc_name(static_cast<msg::WireErrc>(why.value()));
+  } else {
+    name += "stream";
+  }
+  counters_.counter(name).add_owned();
+}
+
+void Messenger::Impl::fail(ConnId id, std::error_code why) {
+  Connection* c = find_connection(id);
+  if (c == nullptr) return;
+  count_error(why);
+  RMSG_LOG(info, "msg: node %llx: connection %llu (peer %llx) closed: %s (%s)",
+           static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),
+           static_cast<unsigned long long>(c->peer), why.message().c_str(), why.category().name());
+  Session* s = c->peer != 0 ? find_session(c->peer) : nullptr;
+  drop(id, false);
+  if (s == nullptr) return;
+  if (s->conn == id) {
+    connection_lost(*s, why);
+  } else if (s->outbound == id) {
+    attempt_failed(*s, why);
+  }
+}
+
+void Messenger::Impl::drop(ConnId id, bool graceful) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  std::unique_ptr<Connection> c = std::move(it->second);
+  conns_.erase(it);
+  if (c->deadline != 0) loop_.cancel_timer(c->deadline);
+  if (c->ack_timer != 0) loop_.cancel_timer(c->ack_timer);
+  release_slot(*c);
+  if (graceful) (void)c->stream.shutdown_write();
+  c->stream.close();
+}
+
+}  // namespace rmsg

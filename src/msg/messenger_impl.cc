@@ -1,0 +1,117 @@
+// Messenger::Impl's public entry points (listen, add_peer, send, mark_down, shutdown) and
+// its construction.
+#include <utility>
+
+#include "msg/messenger_impl.h"
+
+namespace rmsg {
+
+Messenger::Impl::Impl(EventLoop& loop, const MessengerOptions& options,
+                      std::unique_ptr<StreamFactory> streams, DispatchCallback dispatch,
+                      EventCallback on_event)
+    : loop_(loop),
+      options_(options),
+      streams_(std::move(streams)),
+      dispatch_(std::move(dispatch)),
+      on_event_(std::move(on_event)) {
+  budget_.max_messages = options.total_max_messages;
+  budget_.max_bytes = options.total_max_bytes;
+  limits_ = {options.session_max_messages, options.session_max_bytes, options.window_messages,
+             options.window_bytes};
+  ack_policy_ = {options.ack_every, options.ack_delay};
+  backoff_policy_ = {options.backoff_initial, options.backoff_max};
+  frame_limits_.max_frame_size =
+      static_cast<std::uint32_t>(options.max_message_size + msg::MessageHeader::kSize);
+}
+
+Messenger::Impl::~Impl() = default;
+
+Result<std::string> Messenger::Impl::listen(const SocketAddress& address,
+                                            const ConnectionParams& params) {
+  std::weak_ptr<Impl> weak = weak_from_this();
+  auto l = streams_->listen(address, params, [weak](Stream s) {
+    if (auto self = weak.lock()) self->on_accepted(std::move(s));
+  });
+  if (!l) return l.error();
+  std::string bound = l.value().local_address();
+  listeners_.push_back(std::move(l).value());
+  return bound;
+}
+
+Result<void> Messenger::Impl::add_peer(NodeId peer, const ConnectionParams& params) {
+  if (peer == 0 || peer == options_.node_id) return make_error_code(Errc::invalid_argument);
+  peers_[peer] = params;
+  if (Session* s = find_session(peer); s != nullptr && s->out->size() > 0) want_connection(*s);
+  return {};
+}
+
+void Messenger::Impl::set_policy(NodeId peer, SessionPolicy policy) {
+  policies_[peer] = policy;
+  if (Session* s = find_session(peer)) s->policy = policy;
+}
+
+Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload) {
+  if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
+    return make_error_code(Errc::invalid_argument);
+  }
+  if (shutting_down_) return make_error_code(Errc::closed);
+  Session& s = session_for(peer);
+  auto r = s.out->push(std::move(payload));
+  if (!r) {
+    counters_.counter("msg.send_refused").add_owned();
+    return r.error();
+  }
+  counters_.counter("msg.queued").add_owned();
+  if (s.state == Session::State::open) {
+    pump(s);
+  } else {
+    want_connection(s);
+  }
+  return {};
+}
+
+void Messenger::Impl::mark_down(NodeId peer) {
+  peers_.erase(peer);
+  Session* s = find_session(peer);
+  if (s == nullptr) return;
+  if (s->conn != 0) drop(s->conn, false);
+  if (s->outbound != 0) drop(s->outbound, false);
+  if (s->timer != 0) loop_.cancel_timer(s->timer);
+  sessions_.erase(peer);
+}
+
+std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer) const {
+  auto it = sessions_.find(peer);
+  if (it == sessions_.end()) return std::nullopt;
+  const Session& s = *it->second;
+  return Messenger::SessionInfo{s.state == Session::State::open, s.out->size(), s.out->in_flight(),
+                                s.in.in_seq(), s.connect_seq};
+}
+
+void Messenger::Impl::shutdown() {
+  shutting_down_ = true;
+  for (auto& l : listeners_) l.close();
+  listeners_.clear();
+  std::vector<ConnId> ids;
+  ids.reserve(conns_.size());
+  for (auto& [id, c] : conns_) ids.push_back(id);
+  for (ConnId id : ids) {
+    Connection* c = find_connection(id);
+    if (c == nullptr) continue;
+    if (c->state == Connection::State::open) {
+      const auto reason = msg::encode(msg::Reason{msg::CloseReason::shutdown});
+      queue_control(*c, msg::FrameType::close, reason);
+      flush(*c);
+      drop(id, true);
+    } else {
+      drop(id, false);
+    }
+  }
+  for (auto& [peer, s] : sessions_) {
+    if (s->timer != 0) loop_.cancel_timer(s->timer);
+  }
+  sessions_.clear();
+  slot_waiters_.clear();
+}
+
+}  // namespace rmsg

@@ -1,0 +1,178 @@
+// The messenger's insides: sessions (per peer node, control state), connections (one
+// Stream each, with its decoder and write buffer) and the Impl that owns both. The control
+// path (connect attempts, handshake, decisions, resets) is session_control.cc and
+// session_handshake.cc; the data path (messages, acks, reading and writing) is
+// session_data.cc and connection_io.cc; the public API messenger.cc.
+//
+// Lifetime: the Impl is shared (Messenger holds it) and every loop task, timer and stream
+// callback holds a weak_ptr or a connection id, so nothing runs on a destroyed object.
+// Connections are found by id; a closed one is removed at once (its Stream is closed, so
+// no callback of it runs again).
+//
+// Threading: the loop thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "msg/backoff.h"
+#include "msg/frame_decoder.h"
+#include "msg/frame_encoder.h"
+#include "msg/frame_types.h"
+#include "msg/in_state.h"
+#include "msg/out_queue.h"
+#include "msg/reconnect_decision.h"
+#include "msg/seams.h"
+#include "msg/session_frames.h"
+#include "rmsg/messenger.h"
+
+namespace rmsg {
+
+using msg::Cookie;
+using ConnId = std::uint64_t;  // 0: none
+
+struct Session {
+  enum class State : std::uint8_t {
+    idle,        // no connection and no attempt (no address, or nothing asked yet)
+    backoff,     // an attempt is due when `timer` fires
+    queued,      // waiting for a handshake slot (max_handshakes)
+    connecting,  // our attempt `outbound` is under way
+    open,        // connection `conn` is established
+  };
+  NodeId peer = 0;
+  SessionPolicy policy = SessionPolicy::lossless;
+  State state = State::idle;
+  Cookie my_cookie = 0;
+  Cookie peer_cookie = 0;
+  std::uint64_t peer_global_seq = 0;
+  std::uint64_t connect_seq = 0;  // of the last connection established (or bumped by wait)
+  std::unique_ptr<msg::OutQueue> out;
+  msg::InState in;
+  msg::Backoff backoff;
+  ConnId conn = 0;
+  ConnId outbound = 0;
+  TimerId timer = 0;
+  bool ever_open = false;
+
+  Session(const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
+      : in(ack), backoff(backoff_policy) {}
+};
+
+struct Connection {
+  enum class Role : std::uint8_t { outbound, inbound };
+  enum class State : std::uint8_t {
+    connecting,  // outbound: the stream connect is pending
+    handshake,   // banner and hello exchange
+    open,        // bound to session `peer`
+  };
+  ConnId id = 0;
+  Role role = Role::outbound;
+  State state = State::connecting;
+  NodeId peer = 0;  // outbound: the target; inbound: 0 until its hello
+  Stream stream;
+  std::optional<msg::WireDecoder> decoder;
+  std::vector<std::byte> out;  // encoded frames not yet accepted by the stream
+  std::size_t out_off = 0;
+  std::uint64_t attempt_cs = 0;  // outbound: the connect_seq our hello asked for
+  TimerId deadline = 0;          // handshake timeout
+  TimerId ack_timer = 0;
+  bool holds_slot = false;  // counts against max_handshakes
+  bool reading = false;     // inside on_readable (re-entrancy guard)
+
+  std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
+};
+
+class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
+ public:
+  Impl(EventLoop& loop, const MessengerOptions& options, std::unique_ptr<StreamFactory> streams,
+       DispatchCallback dispatch, EventCallback on_event);
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  Impl(Impl&&) = delete;
+  Impl& operator=(Impl&&) = delete;
+  ~Impl();
+
+  // messenger.cc: the public API.
+  Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
+  Result<void> add_peer(NodeId peer, const ConnectionParams& params);
+  void set_policy(NodeId peer, SessionPolicy policy);
+  Result<void> send(NodeId peer, std::vector<std::byte> payload);
+  void mark_down(NodeId peer);
+  std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
+  void shutdown();
+
+  EventLoop& loop() const noexcept { return loop_; }
+  NodeId node_id() const noexcept { return options_.node_id; }
+  const CounterSet& counters() const noexcept { return counters_; }
+
+  // session_control.cc: sessions and connect attempts.
+  Session& session_for(NodeId peer);
+  Session* find_session(NodeId peer);
+  void reset_session(Session& s, std::error_code why, bool report);
+  void want_connection(Session& s);  // connect now if allowed, or queue for a slot
+  void schedule_attempt(Session& s, Duration delay);
+  void start_attempt(Session& s);
+  void attempt_failed(Session& s, std::error_code why);
+  void connection_lost(Session& s, std::error_code why);
+  void release_slot(Connection& c);
+  void emit(SessionEvent event);
+  Cookie new_cookie();
+
+  // session_handshake.cc: banner, hello, decision, welcome.
+  void on_connected(ConnId id, Result<Stream> stream);
+  void on_accepted(Stream stream);
+  void begin_handshake(Connection& c);
+  void send_hello(Connection& c, Session& s);
+  void on_handshake_frame(Connection& c, msg::Frame& f);
+  void on_hello(Connection& c, const msg::Hello& h, bool reconnect);
+  void accept_hello(Connection& c, Session& s, const msg::Hello& h, const msg::Decision& d);
+  void open_session(Connection& c, Session& s, msg::Seq peer_delivered);
+
+  // session_data.cc: frames of an open connection.
+  void on_open_frame(Connection& c, msg::Frame& f);
+  void pump(Session& s);  // writes what the window and the write buffer admit
+  void send_ack(Connection& c, Session& s);
+  void arm_ack_timer(Connection& c, Session& s);
+
+  // connection_io.cc: streams, frames, errors.
+  Connection& new_connection(Connection::Role role);
+  Connection* find_connection(ConnId id);
+  void watch(Connection& c);
+  void on_readable(ConnId id);
+  void flush(Connection& c);
+  bool queue_frame(Connection& c, msg::FrameType type, std::span<const msg::Segment> segments);
+  bool queue_control(Connection& c, msg::FrameType type, std::span<const std::byte> payload);
+  // Closes `c` for `why` (counted as errors.<name> unless benign) and tells its session.
+  void fail(ConnId id, std::error_code why);
+  // Removes `c` without telling its session (the caller handles the session).
+  void drop(ConnId id, bool graceful);
+  void count_error(std::error_code why);
+
+  EventLoop& loop_;
+  MessengerOptions options_;
+  std::unique_ptr<StreamFactory> streams_;
+  DispatchCallback dispatch_;
+  EventCallback on_event_;
+  CounterSet counters_;
+  msg::QueueBudget budget_;
+  msg::QueueLimits limits_;
+  msg::AckPolicy ack_policy_;
+  msg::BackoffPolicy backoff_policy_;
+  msg::FrameLimits frame_limits_;
+  std::unordered_map<NodeId, std::unique_ptr<Session>> sessions_;
+  std::unordered_map<NodeId, ConnectionParams> peers_;
+  std::unordered_map<NodeId, SessionPolicy> policies_;
+  std::unordered_map<ConnId, std::unique_ptr<Connection>> conns_;
+  std::vector<Listener> listeners_;
+  std::deque<NodeId> slot_waiters_;
+  std::size_t handshakes_ = 0;
+  ConnId next_conn_id_ = 1;
+  std::uint64_t global_seq_ = 0;
+  bool shutting_down_ = false;
+};
+
+}  // namespace rmsg

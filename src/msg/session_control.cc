@@ -1,0 +1,160 @@
+// Sessions' control path: creation and reset, connect attempts, backoff, the handshake
+// slots (max_handshakes), and what a lost connection means for its session.
+#include <utility>
+
+#include "msg/messenger_impl.h"
+#include "rmsg/log.h"
+
+namespace rmsg {
+
+Session* Messenger::Impl::find_session(NodeId peer) {
+  auto it = sessions_.find(peer);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+Cookie Messenger::Impl::new_cookie() {
+  Cookie c = 0;
+  while (c == 0) c = loop_.random().next();
+  return c;
+}
+
+Session& Messenger::Impl::session_for(NodeId peer) {
+  if (Session* s = find_session(peer)) return *s;
+  auto s = std::make_unique<Session>(ack_policy_, backoff_policy_);
+  s->peer = peer;
+  auto pol = policies_.find(peer);
+  s->policy = pol == policies_.end() ? options_.default_policy : pol->second;
+  s->my_cookie = new_cookie();
+  s->out = std::make_unique<msg::OutQueue>(limits_, budget_);
+  counters_.counter("msg.sessions").add_owned();
+  Session& ref = *s;
+  sessions_.emplace(peer, std::move(s));
+  return ref;
+}
+
+void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report) {
+  msg::Handback h = s.out->take_all();
+  s.out = std::make_unique<msg::OutQueue>(limits_, budget_);
+  s.in = msg::InState(ack_policy_);
+  s.my_cookie = new_cookie();
+  s.peer_cookie = 0;
+  s.peer_global_seq = 0;
+  s.connect_seq = 0;
+  s.ever_open = false;
+  auto pol = policies_.find(s.peer);
+  s.policy = pol == policies_.end() ? options_.default_policy : pol->second;
+  counters_.counter("msg.resets").add_owned();
+  RMSG_LOG(info, "msg: node %llx: session with %llx reset (%s): %zu unknown, %zu unsent",
+           static_cast<unsigned long long>(options_.node_id),
+           static_cast<unsigned long long>(s.peer), why.message().c_str(), h.unknown.size(),
+           h.unsent.size());
+  if (report) {
+    emit(SessionEvent{SessionEvent::Kind::reset, s.peer, why, std::move(h.unknown),
+                      std::move(h.unsent)});
+  }
+}
+
+void Messenger::Impl::emit(SessionEvent event) {
+  if (!on_event_) return;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  auto shared = std::make_shared<SessionEvent>(std::move(event));
+  loop_.defer([weak, shared] {
+    if (auto self = weak.lock(); self && !self->shutting_down_) {
+      self->on_event_(std::move(*shared));
+    }
+  });
+}
+
+void Messenger::Impl::want_connection(Session& s) {
+  if (shutting_down_ || s.state != Session::State::idle || !peers_.contains(s.peer)) return;
+  if (handshakes_ >= options_.max_handshakes) {
+    s.state = Session::State::queued;
+    slot_waiters_.push_back(s.peer);
+    counters_.counter("msg.handshake_waits").add_owned();
+    return;
+  }
+  start_attempt(s);
+}
+
+void Messenger::Impl::schedule_attempt(Session& s, Duration delay) {
+  if (shutting_down_ || !peers_.contains(s.peer)) {
+    s.state = Session::State::idle;
+    return;
+  }
+  s.state = Session::State::backoff;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const NodeId peer = s.peer;
+  s.timer = loop_.add_timer(delay, [weak, peer] {
+    auto self = weak.lock();
+    if (!self) return;
+    Session* ss = self->find_session(peer);
+    if (ss == nullptr) return;
+    ss->timer = 0;
+    if (ss->state != Session::State::backoff) return;
+    ss->state = Session::State::idle;
+    self->want_connection(*ss);
+  });
+}
+
+void Messenger::Impl::start_attempt(Session& s) {
+  Connection& c = new_connection(Connection::Role::outbound);
+  c.peer = s.peer;
+  c.holds_slot = true;
+  c.attempt_cs = s.connect_seq + 1;
+  ++handshakes_;
+  s.state = Session::State::connecting;
+  s.outbound = c.id;
+  counters_.counter("msg.connects").add_owned();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const ConnId id = c.id;
+  c.deadline = loop_.add_timer(options_.handshake_timeout, [weak, id] {
+    if (auto self = weak.lock()) {
+      if (Connection* cc = self->find_connection(id)) cc->deadline = 0;
+      self->fail(id, make_error_code(MessengerErrc::handshake_timeout));
+    }
+  });
+  streams_->connect(peers_.at(s.peer), [weak, id](Result<Stream> r) {
+    auto self = weak.lock();
+    if (!self) return;  // the stream (if any) closes as `r` goes
+    self->on_connected(id, std::move(r));
+  });
+}
+
+void Messenger::Impl::release_slot(Connection& c) {
+  if (!c.holds_slot) return;
+  c.holds_slot = false;
+  --handshakes_;
+  while (handshakes_ < options_.max_handshakes && !slot_waiters_.empty()) {
+    const NodeId peer = slot_waiters_.front();
+    slot_waiters_.pop_front();
+    Session* s = find_session(peer);
+    if (s == nullptr || s->state != Session::State::queued) continue;
+    s->state = Session::State::idle;
+    want_connection(*s);
+  }
+}
+
+void Messenger::Impl::attempt_failed(Session& s, std::error_code why) {
+  s.outbound = 0;
+  counters_.counter("msg.connect_failures").add_owned();
+  emit(SessionEvent{SessionEvent::Kind::failed, s.peer, why, {}, {}});
+  if (s.state == Session::State::connecting) {
+    schedule_attempt(s, s.backoff.next(loop_.random()));
+  }
+}
+
+void Messenger::Impl::connection_lost(Session& s, std::error_code why) {
+  s.conn = 0;
+  s.state = Session::State::idle;
+  counters_.counter("msg.disconnects").add_owned();
+  if (shutting_down_) return;
+  emit(SessionEvent{SessionEvent::Kind::disconnected, s.peer, why, {}, {}});
+  if (s.policy == SessionPolicy::lossy) {
+    reset_session(s, make_error_code(MessengerErrc::lossy_fault), true);
+    return;
+  }
+  s.out->rewind();
+  if (peers_.contains(s.peer)) schedule_attempt(s, s.backoff.next(loop_.random()));
+}
+
+}  // namespace rmsg

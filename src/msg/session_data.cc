@@ -1,0 +1,125 @@
+// The data path of an open connection: messages out of the session's queue (pump), frames
+// in (messages, acks, keepalives, close), dispatch and the acks that follow it.
+#include <utility>
+
+#include "msg/messenger_impl.h"
+
+namespace rmsg {
+
+using msg::FrameType;
+
+void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
+  const ConnId id = c.id;
+  Session* s = find_session(c.peer);
+  if (s == nullptr || s->conn != id) return drop(id, false);
+  const auto bad = make_error_code(MessengerErrc::bad_payload);
+  switch (f.type()) {
+    case FrameType::message: {
+      auto h = msg::decode_message_header(f.segment(0));
+      if (!h) return fail(id, bad);
+      if (!s->out->ack(h->ack)) return fail(id, make_error_code(MessengerErrc::bad_ack));
+      switch (s->in.check(h->seq)) {
+        case msg::InState::Verdict::duplicate:
+          counters_.counter("msg.duplicates_dropped").add_owned();
+          break;
+        case msg::InState::Verdict::gap:
+          return fail(id, make_error_code(MessengerErrc::sequence_gap));
+        case msg::InState::Verdict::deliver: {
+          const NodeId peer = c.peer;
+          dispatch_(peer, f.segment(1));
+          counters_.counter("msg.delivered").add_owned();
+          // The callback may have dropped the session or this connection.
+          s = find_session(peer);
+          if (s == nullptr || s->conn != id) return;
+          Connection* cc = find_connection(id);
+          if (s->in.delivered(loop_.now())) {
+            send_ack(*cc, *s);
+          } else {
+            arm_ack_timer(*cc, *s);
+          }
+          break;
+        }
+      }
+      pump(*s);  // the piggybacked ack may have opened the window
+      return;
+    }
+    case FrameType::ack: {
+      auto v = msg::decode_value64(f.segment(0));
+      if (!v) return fail(id, bad);
+      if (!s->out->ack(v->value)) return fail(id, make_error_code(MessengerErrc::bad_ack));
+      counters_.counter("msg.acks_received").add_owned();
+      pump(*s);
+      return;
+    }
+    case FrameType::keepalive: {
+      const auto p = f.segment(0);
+      queue_control(c, FrameType::keepalive_ack, p.size() >= 8 ? p.first(8) : p);
+      flush(c);
+      return;
+    }
+    case FrameType::keepalive_ack:
+      return;
+    case FrameType::close:
+      return fail(id, make_error_code(MessengerErrc::peer_closed));
+    default:
+      return fail(id, make_error_code(MessengerErrc::unexpected_frame));
+  }
+}
+
+void Messenger::Impl::pump(Session& s) {
+  Connection* c = s.conn != 0 ? find_connection(s.conn) : nullptr;
+  if (c == nullptr || c->state != Connection::State::open) return;
+  bool wrote = false;
+  while (c->pending_bytes() < options_.write_buffer) {
+    const msg::OutMessage* m = s.out->next();
+    if (m == nullptr) break;
+    const auto header = msg::encode(msg::MessageHeader{m->seq, s.in.in_seq(), 0});
+    const msg::Segment segs[2] = {{header, 0}, {m->payload, 0}};
+    if (!queue_frame(*c, FrameType::message, segs)) break;
+    if (s.out->highest_written() != 0 && msg::seq_at_or_before(m->seq, s.out->highest_written())) {
+      counters_.counter("msg.replayed").add_owned();
+    }
+    s.out->mark_written();
+    counters_.counter("msg.sent").add_owned();
+    wrote = true;
+  }
+  if (wrote) {
+    s.in.note_ack_sent();
+    if (c->ack_timer != 0) {
+      loop_.cancel_timer(c->ack_timer);
+      c->ack_timer = 0;
+    }
+  }
+  flush(*c);
+}
+
+void Messenger::Impl::send_ack(Connection& c, Session& s) {
+  const auto v = msg::encode(msg::Value64{s.in.in_seq()});
+  queue_control(c, FrameType::ack, v);
+  s.in.note_ack_sent();
+  counters_.counter("msg.acks_sent").add_owned();
+  if (c.ack_timer != 0) {
+    loop_.cancel_timer(c.ack_timer);
+    c.ack_timer = 0;
+  }
+  flush(c);
+}
+
+void Messenger::Impl::arm_ack_timer(Connection& c, Session& s) {
+  if (c.ack_timer != 0) return;
+  Duration delay = s.in.ack_deadline() - loop_.now();
+  if (delay < Duration::zero()) delay = Duration::zero();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const ConnId id = c.id;
+  c.ack_timer = loop_.add_timer(delay, [weak, id] {
+    auto self = weak.lock();
+    if (!self) return;
+    Connection* cc = self->find_connection(id);
+    if (cc == nullptr) return;
+    cc->ack_timer = 0;
+    Session* ss = self->find_session(cc->peer);
+    if (ss != nullptr && ss->conn == id && ss->in.ack_pending()) self->send_ack(*cc, *ss);
+  });
+}
+
+}  // namespace rmsg

@@ -1,0 +1,142 @@
+#include "msg/session_frames.h"
+
+namespace rmsg::msg {
+namespace {
+
+// Little-endian field writer/reader over a fixed buffer (the layouts are fixed, so every
+// offset is known at compile time of the caller's sequence).
+class Writer {
+ public:
+  explicit Writer(std::span<std::byte> out) noexcept : out_(out) {}
+  void u32(std::uint32_t v) noexcept {
+    for (int i = 0; i < 4; ++i) out_[pos_++] = static_cast<std::byte>(v >> (8 * i));
+  }
+  void u64(std::uint64_t v) noexcept {
+    for (int i = 0; i < 8; ++i) out_[pos_++] = static_cast<std::byte>(v >> (8 * i));
+  }
+
+ private:
+  std::span<std::byte> out_;
+  std::size_t pos_ = 0;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) noexcept : in_(in) {}
+  std::uint32_t u32() noexcept {
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(in_[pos_++]) << (8 * i);
+    return v;
+  }
+  std::uint64_t u64() noexcept {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= std::to_integer<std::uint64_t>(in_[pos_++]) << (8 * i);
+    return v;
+  }
+
+ private:
+  std::span<const std::byte> in_;
+  std::size_t pos_ = 0;
+};
+
+}  // namespace
+
+Encoded<Hello> encode(const Hello& h) noexcept {
+  Encoded<Hello> out{};
+  Writer w(out);
+  w.u64(h.node);
+  w.u64(h.target);
+  w.u64(h.client_cookie);
+  w.u64(h.server_cookie);
+  w.u64(h.global_seq);
+  w.u64(h.connect_seq);
+  w.u64(h.msg_seq);
+  w.u32(h.flags);
+  w.u32(0);
+  return out;
+}
+
+Encoded<Welcome> encode(const Welcome& v) noexcept {
+  Encoded<Welcome> out{};
+  Writer w(out);
+  w.u64(v.node);
+  w.u64(v.cookie);
+  w.u64(v.connect_seq);
+  w.u64(v.msg_seq);
+  w.u32(v.flags);
+  w.u32(0);
+  return out;
+}
+
+Encoded<Value64> encode(const Value64& v) noexcept {
+  Encoded<Value64> out{};
+  Writer(out).u64(v.value);
+  return out;
+}
+
+Encoded<Reason> encode(const Reason& r) noexcept {
+  Encoded<Reason> out{};
+  Writer w(out);
+  w.u32(static_cast<std::uint32_t>(r.reason));
+  w.u32(0);
+  return out;
+}
+
+Encoded<MessageHeader> encode(const MessageHeader& m) noexcept {
+  Encoded<MessageHeader> out{};
+  Writer w(out);
+  w.u64(m.seq);
+  w.u64(m.ack);
+  w.u32(m.flags);
+  w.u32(0);
+  return out;
+}
+
+Result<Hello> decode_hello(std::span<const std::byte> b) noexcept {
+  if (b.size() < Hello::kSize) return make_error_code(Errc::protocol_error);
+  Reader r(b);
+  Hello h;
+  h.node = r.u64();
+  h.target = r.u64();
+  h.client_cookie = r.u64();
+  h.server_cookie = r.u64();
+  h.global_seq = r.u64();
+  h.connect_seq = r.u64();
+  h.msg_seq = r.u64();
+  h.flags = r.u32();
+  return h;
+}
+
+Result<Welcome> decode_welcome(std::span<const std::byte> b) noexcept {
+  if (b.size() < Welcome::kSize) return make_error_code(Errc::protocol_error);
+  Reader r(b);
+  Welcome w;
+  w.node = r.u64();
+  w.cookie = r.u64();
+  w.connect_seq = r.u64();
+  w.msg_seq = r.u64();
+  w.flags = r.u32();
+  return w;
+}
+
+Result<Value64> decode_value64(std::span<const std::byte> b) noexcept {
+  if (b.size() < Value64::kSize) return make_error_code(Errc::protocol_error);
+  return Value64{Reader(b).u64()};
+}
+
+Result<Reason> decode_reason(std::span<const std::byte> b) noexcept {
+  if (b.size() < Reason::kSize) return make_error_code(Errc::protocol_error);
+  return Reason{static_cast<CloseReason>(Reader(b).u32())};
+}
+
+Result<MessageHeader> decode_message_header(std::span<const std::byte> b) noexcept {
+  if (b.size() < MessageHeader::kSize) return make_error_code(Errc::protocol_error);
+  Reader r(b);
+  MessageHeader m;
+  m.seq = r.u64();
+  m.ack = r.u64();
+  m.flags = r.u32();
+  return m;
+}
+
+}  // namespace rmsg::msg

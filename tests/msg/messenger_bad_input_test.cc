@@ -1,0 +1,181 @@
+// Bad input from a raw peer: each kind closes that connection with its own counted error,
+// allocates nothing from a length it did not check, and leaves the messenger serving
+// others.
+#include <gtest/gtest.h>
+
+#include <array>
+
+#include "msg/banner.h"
+#include "msg/frame_encoder.h"
+#include "msg/messenger_loopback_fixture.h"
+#include "msg/session_frames.h"
+
+namespace rmsg::testing {
+namespace {
+
+using msg::FrameType;
+
+class MessengerBadInputTest : public MessengerLoopbackTest {
+ protected:
+  // A raw connection to B's listener.
+  void connect_raw() {
+    loopback_connect(*loop_, "lo", kPortB, {}, [this](Result<Stream> r) {
+      ASSERT_TRUE(r.ok());
+      raw_ = std::move(r).value();
+    });
+    ASSERT_TRUE(run([&] { return raw_.valid(); }));
+  }
+  void write_raw(std::span<const std::byte> bytes) {
+    while (!bytes.empty()) {
+      auto n = raw_.write(bytes);
+      ASSERT_TRUE(n.ok()) << n.error().message();
+      bytes = bytes.subspan(n.value());
+    }
+  }
+  void write_banner() { write_raw(msg::encode_banner(msg::Banner{})); }
+  void write_frame(FrameType type, std::span<const std::byte> a,
+                   std::span<const std::byte> b = {}) {
+    std::array<std::byte, 4096> buf{};
+    const msg::Segment segs[2] = {{a, 0}, {b, 0}};
+    auto n = msg::encode_frame_to(buf, type, std::span(segs, b.empty() ? 1 : 2), {});
+    ASSERT_TRUE(n.ok()) << n.error().message();
+    write_raw(std::span(buf).first(n.value()));
+  }
+  void write_hello() {
+    const auto h = msg::encode(msg::Hello{
+        .node = 9, .target = kB, .client_cookie = 77, .global_seq = 1, .connect_seq = 1});
+    write_frame(FrameType::client_ident, h);
+  }
+  // Runs until B counted `error` once, and checks that the raw stream was closed on.
+  void expect_closed_with(std::string_view error) {
+    const std::string name = "msg.errors." + std::string(error);
+    ASSERT_TRUE(run([&] { return b_.node.counter(name) == 1; })) << name;
+    std::array<std::byte, 4096> buf{};
+    bool closed = false;
+    ASSERT_TRUE(run([&] {
+      auto n = raw_.read(buf);
+      closed = (n.ok() && n.value() == 0) || (!n.ok() && !n.is(Errc::would_block));
+      return closed;
+    }));
+    EXPECT_TRUE(closed);
+  }
+  // B still serves A afterwards.
+  void expect_b_serves() {
+    ASSERT_TRUE(a_.node.m->add_peer(kB, loopback_params(kPortB)).ok());
+    send_a(5);
+    ASSERT_TRUE(run([&] { return b_has_all_from_a(); }));
+  }
+  void SetUp() override {
+    MessengerLoopbackTest::SetUp();
+    start_a(options(kA));
+    start_b(options(kB));
+  }
+
+  Stream raw_;
+};
+
+TEST_F(MessengerBadInputTest, BadMagic) {
+  connect_raw();
+  std::array<std::byte, 36> junk{};
+  junk.fill(std::byte{'x'});
+  write_raw(junk);
+  expect_closed_with("bad_magic");
+  expect_b_serves();
+}
+
+TEST_F(MessengerBadInputTest, BadPreambleCrcIsCheckedBeforeAnyLength) {
+  connect_raw();
+  write_banner();
+  std::array<std::byte, 32> preamble{};
+  preamble[0] = std::byte{11};
+  preamble[2] = std::byte{1};
+  preamble[4] = std::byte{0xff};  // a length of 4 GiB - 1 ...
+  preamble[7] = std::byte{0xff};  // ... under a wrong CRC: never allocated
+  write_raw(preamble);
+  expect_closed_with("preamble_crc");
+  expect_b_serves();
+}
+
+TEST_F(MessengerBadInputTest, BadSegmentCrc) {
+  connect_raw();
+  write_banner();
+  write_hello();
+  const auto h = msg::encode(msg::MessageHeader{1, 0, 0});
+  std::array<std::byte, 16> body{};
+  std::array<std::byte, 4096> buf{};
+  const msg::Segment segs[2] = {{h, 0}, {body, 0}};
+  auto n = msg::encode_frame_to(buf, FrameType::message, segs, {});
+  ASSERT_TRUE(n.ok());
+  buf[msg::kPreambleSize + msg::MessageHeader::kSize + 3] ^= std::byte{1};  // a payload bit
+  write_raw(std::span(buf).first(n.value()));
+  expect_closed_with("segment_crc");
+  EXPECT_EQ(b_.node.ledger.delivered, 0u);  // the frame is not delivered
+}
+
+TEST_F(MessengerBadInputTest, OversizeFrameIsRefusedBeforeAllocation) {
+  connect_raw();
+  write_banner();
+  msg::Preamble p;
+  p.type = FrameType::message;
+  p.segment_count = 1;
+  p.lengths[0] = 1u << 30;  // a valid CRC, but over max_message_size
+  std::array<std::byte, msg::kPreambleSize> out{};
+  msg::encode_preamble(p, out);
+  write_raw(out);
+  expect_closed_with("oversize");
+}
+
+TEST_F(MessengerBadInputTest, MessageBeforeTheHandshake) {
+  connect_raw();
+  write_banner();
+  const auto h = msg::encode(msg::MessageHeader{1, 0, 0});
+  write_frame(FrameType::message, h);
+  expect_closed_with("unexpected_frame");
+}
+
+TEST_F(MessengerBadInputTest, ShortHelloPayload) {
+  connect_raw();
+  write_banner();
+  std::array<std::byte, 8> shorty{};
+  write_frame(FrameType::client_ident, shorty);
+  expect_closed_with("bad_payload");
+}
+
+TEST_F(MessengerBadInputTest, SequenceGap) {
+  connect_raw();
+  write_banner();
+  write_hello();
+  const auto h = msg::encode(msg::MessageHeader{5, 0, 0});  // 1 expected
+  std::array<std::byte, 16> body{};
+  write_frame(FrameType::message, h, body);
+  expect_closed_with("sequence_gap");
+  EXPECT_EQ(b_.node.ledger.delivered, 0u);
+}
+
+TEST_F(MessengerBadInputTest, AckOfAMessageNeverSent) {
+  connect_raw();
+  write_banner();
+  write_hello();
+  write_frame(FrameType::ack, msg::encode(msg::Value64{99}));
+  expect_closed_with("bad_ack");
+}
+
+TEST_F(MessengerBadInputTest, EndOfStreamInsideAFrame) {
+  connect_raw();
+  write_banner();
+  std::array<std::byte, 10> half{};
+  write_raw(half);
+  ASSERT_TRUE(raw_.shutdown_write().ok());
+  expect_closed_with("truncated");
+}
+
+TEST_F(MessengerBadInputTest, SilentPeerTimesOut) {
+  connect_raw();
+  const auto t0 = loop_->now();
+  expect_closed_with("handshake_timeout");
+  EXPECT_GE(loop_->now() - t0, std::chrono::seconds(1));
+  expect_b_serves();
+}
+
+}  // namespace
+}  // namespace rmsg::testing

@@ -1,0 +1,91 @@
+// The failure scenarios that can be produced for real over TCP on the host: connections
+// killed under the sessions (a real RST), a server restart, both sides reconnecting; and
+// the soak (100,000 messages each way, random kills).
+#include <gtest/gtest.h>
+
+#include "msg/messenger_real_fixture.h"
+
+namespace rmsg::testing {
+namespace {
+
+using Kind = SessionEvent::Kind;
+
+class MessengerTcpTest : public MessengerRealTest {
+ protected:
+  ConnectionParams params() const override {
+    ConnectionParams p;
+    p.transport = Transport::tcp;
+    return p;
+  }
+  std::string host() const override { return "127.0.0.1"; }
+};
+
+TEST_F(MessengerTcpTest, KilledConnectionsLoseNothing) {
+  start_both();
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(a_.node.send_next(kB, 100).ok());
+      ASSERT_TRUE(b_.node.send_next(kA, 100).ok());
+    }
+    // Kill while the round is in flight (A's side or B's side by turns).
+    ASSERT_TRUE(run([&] { return b_.node.ledger.delivered >= 200u * round + 50; }));
+    EXPECT_GE((round % 2 ? a_.streams : b_.streams)->kill_all(), 1);
+  }
+  ASSERT_TRUE(run([&] {
+    return all_delivered(a_.node, kA, b_.node, kB, 1000) &&
+           all_delivered(b_.node, kB, a_.node, kA, 1000);
+  }));
+  expect_exactly_once(a_.node, kA, b_.node, kB);
+  expect_exactly_once(b_.node, kB, a_.node, kA);
+  EXPECT_GE(a_.node.count(Kind::disconnected), 5);
+  EXPECT_EQ(a_.node.count(Kind::reset), 0);
+}
+
+TEST_F(MessengerTcpTest, BothSidesReconnecting) {
+  start_both(/*both_ways=*/true);
+  for (int round = 0; round < 5; ++round) {
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE(a_.node.send_next(kB).ok());
+      ASSERT_TRUE(b_.node.send_next(kA).ok());
+    }
+    ASSERT_TRUE(run([&] { return a_.node.ledger.delivered >= 100u * round + 20; }));
+    a_.streams->kill_all();
+    b_.streams->kill_all();
+  }
+  ASSERT_TRUE(run([&] {
+    return all_delivered(a_.node, kA, b_.node, kB, 500) &&
+           all_delivered(b_.node, kB, a_.node, kA, 500);
+  }));
+  expect_exactly_once(a_.node, kA, b_.node, kB);
+  expect_exactly_once(b_.node, kB, a_.node, kA);
+  EXPECT_TRUE(a_.node.m->session_info(kB)->connected);
+  EXPECT_TRUE(b_.node.m->session_info(kA)->connected);
+}
+
+TEST_F(MessengerTcpTest, ServerRestartIsReportedAndTheNewSessionWorks) {
+  start_both();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(a_.node.send_next(kB).ok());
+  ASSERT_TRUE(run([&] { return all_delivered(a_.node, kA, b_.node, kB, 100); }));
+  const std::uint16_t port = SocketAddress::parse(b_.address).value().port();
+  b_.node.m.reset();
+  b_.node = Node{};
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(a_.node.send_next(kB).ok());
+  ASSERT_TRUE(run([&] { return a_.node.count(Kind::failed) >= 1; }));
+  start(b_, kB, port);  // same port, same node id, new process state
+  ASSERT_TRUE(run([&] { return a_.node.count(Kind::reset) == 1; }));
+  const auto& hb = a_.node.handed_back[kB];
+  for (std::uint64_t i = 101; i <= 110; ++i) EXPECT_TRUE(hb.contains(i)) << i;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(a_.node.send_next(kB).ok());
+  ASSERT_TRUE(run([&] { return b_.node.ledger.last[kA] == 120; }));
+  EXPECT_EQ(b_.node.ledger.delivered, 10u);
+  EXPECT_EQ(b_.node.ledger.doubled, 0u);
+}
+
+TEST_F(MessengerTcpTest, Soak100kMessagesWithRandomKills) {
+  start_both(/*both_ways=*/true);
+  const int kills = soak(100000, 1024, 2000, 20000, std::chrono::seconds(30));
+  EXPECT_GE(kills, 5);
+}
+
+}  // namespace
+}  // namespace rmsg::testing
