@@ -28,6 +28,7 @@ const Scenario kScenarios[] = {
     {"connect_refused", probe::connect_refused},
     {"dup", probe::dup_shares},
     {"close_range", probe::close_range_keeps_private},
+    {"stats_descriptor", probe::stats_descriptor_guarded},
     {"fork_server", probe::fork_server},
     {"fork_child_closes", probe::fork_child_closes},
     {"vfork_spawn", probe::vfork_spawn},

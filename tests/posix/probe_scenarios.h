@@ -33,6 +33,7 @@ void connect_pending();
 void connect_refused();
 void dup_shares();
 void close_range_keeps_private();
+void stats_descriptor_guarded();
 void fork_server();
 void fork_child_closes();
 void vfork_spawn();
