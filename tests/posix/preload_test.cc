@@ -211,3 +211,21 @@ TEST(PosixPreloadExports, OnlyTheInterposedNames) {
 }
 
 }  // namespace
+
+namespace {
+
+// Start-up survives re-entry: the hook calls the shim's own socket/read/close from inside
+// its start (they pass through) and starts a thread whose socket() waits for the end.
+TEST(PosixPreloadStart, CallsFromInsideTheStartPassThrough) {
+  std::string stats = temp_path("stats");
+  Outcome o =
+      run({RMSG_POSIX_PROBE, "echo"},
+          {std::string("LD_PRELOAD=") + RMSG_PRELOAD_START_HOOK_LIB, "RMSG_STATS=" + stats});
+  ASSERT_TRUE(o.exited) << "signal " << o.signal;
+  ASSERT_EQ(o.code, 0);
+  EXPECT_NE(o.out.find("start hook: re-entered socket, read, close"), std::string::npos) << o.out;
+  EXPECT_EQ(stats_lines(stats).size(), 2u);  // and the shim works afterwards
+  unlink(stats.c_str());
+}
+
+}  // namespace
