@@ -165,9 +165,9 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values("echo", "sigpipe", "non_tcp", "options", "poll_level", "epoll_level",
                     "epoll_edge", "epoll_oneshot", "epoll_nested", "epoll_asleep",
                     "connect_pending", "connect_refused", "dup", "close_range", "stats_descriptor",
-                    "fork_server", "fork_child_closes", "vfork_spawn", "signal_longjmp",
-                    "fortify_read", "fortify_recv", "fortify_recvfrom", "fortify_poll",
-                    "fortify_ppoll"),
+                    "fork_server", "fork_child_closes", "exit_with_open", "vfork_spawn",
+                    "signal_longjmp", "fortify_read", "fortify_recv", "fortify_recvfrom",
+                    "fortify_poll", "fortify_ppoll"),
     [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 TEST(PosixPreloadSwitch, OffPassesEverythingThroughAndWritesNoStats) {
@@ -184,7 +184,7 @@ TEST(PosixPreloadSwitch, OffPassesEverythingThroughAndWritesNoStats) {
 TEST(PosixPreloadSwitch, ProbeListMatchesTheInstantiatedScenarios) {
   Outcome o = run({RMSG_POSIX_PROBE, "--list"}, {});
   ASSERT_TRUE(o.exited && o.code == 0);
-  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 24);
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 25);
 }
 
 // The library exports exactly the names of exports.map: the interposed calls.

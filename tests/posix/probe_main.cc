@@ -31,6 +31,7 @@ const Scenario kScenarios[] = {
     {"stats_descriptor", probe::stats_descriptor_guarded},
     {"fork_server", probe::fork_server},
     {"fork_child_closes", probe::fork_child_closes},
+    {"exit_with_open", probe::exit_with_open},
     {"vfork_spawn", probe::vfork_spawn},
     {"signal_longjmp", probe::signal_longjmp},
     {"fortify_read", probe::fortify_read},

@@ -279,3 +279,24 @@ void stats_descriptor_guarded() {
 }
 
 }  // namespace probe
+
+namespace probe {
+
+void exit_with_open() {
+  // Connections still open at exit are reported by the process that owns them; a fork
+  // child that exits holding them untouched reports none.
+  Pair p = pair();
+  round_trip(p, 6);
+  std::fflush(stdout);
+  pid_t child = fork();
+  PROBE_CHECK(child >= 0);
+  if (child == 0) std::exit(0);
+  wait_ok(child);
+  expect_line(getpid(), 0, 6);
+  expect_line(getpid(), 6, 0);
+  expect_count(2);
+  std::fflush(stdout);
+  std::exit(0);  // p.a and p.b still open
+}
+
+}  // namespace probe

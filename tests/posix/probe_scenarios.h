@@ -36,6 +36,7 @@ void close_range_keeps_private();
 void stats_descriptor_guarded();
 void fork_server();
 void fork_child_closes();
+void exit_with_open();
 void vfork_spawn();
 void signal_longjmp();
 void fortify_read();
