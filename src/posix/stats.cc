@@ -1,0 +1,162 @@
+#include "posix/stats.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace rmsg::posix {
+namespace {
+
+// A fixed buffer that drops what does not fit (a line is far shorter than it).
+struct Line {
+  char buf[320];
+  std::size_t n = 0;
+  void add(const char* s) {
+    while (*s != '\0' && n < sizeof buf) buf[n++] = *s++;
+  }
+  void add(std::uint64_t v) {
+    char digits[24];
+    int k = 0;
+    do {
+      digits[k++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (k > 0 && n < sizeof buf) buf[n++] = digits[--k];
+  }
+};
+
+void add_ipv4(Line& line, const unsigned char* b) {
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) line.add(".");
+    line.add(std::uint64_t{b[i]});
+  }
+}
+
+void add_hex(Line& line, unsigned v) {
+  char digits[5];
+  int k = 0;
+  do {
+    digits[k++] = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  while (k > 0 && line.n < sizeof line.buf) line.buf[line.n++] = digits[--k];
+}
+
+// RFC 5952 text (the longest run of two or more zero groups as "::", IPv4-mapped as
+// ::ffff:a.b.c.d), written here because inet_ntop formats with sprintf, which a signal
+// handler may not call.
+void add_ipv6(Line& line, const unsigned char* b) {
+  static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(b, kMapped, sizeof kMapped) == 0) {
+    line.add("::ffff:");
+    add_ipv4(line, b + 12);
+    return;
+  }
+  unsigned g[8];
+  for (int i = 0; i < 8; ++i) g[i] = (unsigned{b[2 * i]} << 8) | b[2 * i + 1];
+  int best = -1, best_len = 1;
+  for (int i = 0; i < 8;) {
+    int j = i;
+    while (j < 8 && g[j] == 0) ++j;
+    if (j - i > best_len) best = i, best_len = j - i;
+    i = j == i ? i + 1 : j;
+  }
+  for (int i = 0; i < 8; ++i) {
+    if (i == best) {
+      line.add("::");
+      i += best_len - 1;
+      continue;
+    }
+    if (i > 0 && i != best + best_len) line.add(":");
+    add_hex(line, g[i]);
+  }
+}
+
+void add_peer(Line& line, const sockaddr_in6& peer) {
+  if (peer.sin6_family == AF_INET) {
+    sockaddr_in v4;
+    std::memcpy(&v4, &peer, sizeof v4);
+    line.add("\"");
+    add_ipv4(line, reinterpret_cast<const unsigned char*>(&v4.sin_addr));
+    line.add(":");
+    line.add(std::uint64_t{ntohs(v4.sin_port)});
+    line.add("\"");
+  } else if (peer.sin6_family == AF_INET6) {
+    line.add("\"[");
+    add_ipv6(line, peer.sin6_addr.s6_addr);
+    line.add("]:");
+    line.add(std::uint64_t{ntohs(peer.sin6_port)});
+    line.add("\"");
+  } else {
+    line.add("null");
+  }
+}
+
+const char* fallback_text(Fallback f) {
+  switch (f) {
+    case Fallback::none:
+      return "null";
+    case Fallback::rdma_not_built:
+      return "\"rdma upgrade not built (TCP only)\"";
+  }
+  return "null";
+}
+
+// The owner reports; at close, not when it forked since it last touched the connection:
+// it handed the connection to the child (an accept-then-fork server), which reports it
+// once it uses it. At exit a connection still held is reported whatever forked.
+bool reportable(const Runtime& rt, const SocketObject& o, bool at_exit) {
+  SocketState s = o.state.load(std::memory_order_acquire);
+  if (s != SocketState::connected && s != SocketState::connecting) return false;
+  int pid = rt.pid.load(std::memory_order_relaxed);
+  if (o.owner_pid.load(std::memory_order_relaxed) != pid) return false;
+  return at_exit || o.io_fork_epoch.load(std::memory_order_relaxed) ==
+                        rt.fork_epoch.load(std::memory_order_relaxed);
+}
+
+void write_line(Runtime& rt, const SocketObject& o) {
+  Line line;
+  line.add("{\"pid\":");
+  line.add(static_cast<std::uint64_t>(rt.pid.load(std::memory_order_relaxed)));
+  line.add(",\"peer\":");
+  add_peer(line, o.peer);
+  line.add(",\"transport\":\"tcp\",\"bytes_in\":");
+  line.add(o.bytes_in.load(std::memory_order_relaxed));
+  line.add(",\"bytes_out\":");
+  line.add(o.bytes_out.load(std::memory_order_relaxed));
+  line.add(",\"fallback\":");
+  line.add(fallback_text(o.fallback.load(std::memory_order_relaxed)));
+  line.add("}\n");
+  if (line.n == sizeof line.buf) line.buf[line.n - 1] = '\n';
+  int saved = errno;  // close() and exit must not see the report's errno
+  [[maybe_unused]] ssize_t w = g_real.write(rt.stats_fd, line.buf, line.n);
+  errno = saved;
+}
+
+}  // namespace
+
+std::size_t format_peer(const sockaddr_in6& peer, char* out, std::size_t cap) {
+  Line line;
+  add_peer(line, peer);
+  std::size_t n = line.n < cap ? line.n : cap;
+  std::memcpy(out, line.buf, n);
+  return n;
+}
+
+void report_closed(Runtime& rt, const SocketObject& o) {
+  if (rt.stats_fd < 0 || !reportable(rt, o, false)) return;
+  write_line(rt, o);
+}
+
+void report_open_connections(Runtime& rt) {
+  if (rt.stats_fd < 0) return;
+  std::uint32_t n = rt.table.objects_high_water();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const SocketObject& o = *rt.table.object_at(i);
+    if (reportable(rt, o, true)) write_line(rt, o);
+  }
+}
+
+}  // namespace rmsg::posix
