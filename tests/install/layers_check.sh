@@ -27,6 +27,7 @@ declare -A public=(
   [rdma_errors.h]=verbs
   [rdma.h]=rdma
   [connection_manager.h]=cm
+  [socket.h]=posix
 )
 
 layer_of_header() {  # "rmsg/x.h" or "dir/x.h" -> layer, or empty when unknown

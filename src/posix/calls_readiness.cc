@@ -1,0 +1,112 @@
+// poll, ppoll, select, pselect, epoll_*. A managed TCP connection's descriptor is the
+// kernel's socket, so the kernel's readiness is exact (level, EPOLLET, EPOLLONESHOT, epoll
+// in epoll, sleeping waiters, POLLOUT only after a non-blocking connect completes) and
+// these calls pass through. epoll_create*/epoll_ctl also record which epoll sets watch which
+// managed descriptor, with what events and data (fd_table.h: why an upgrade needs that).
+#include <cerrno>
+
+#include "posix/runtime.h"
+#include "rmsg/socket.h"
+
+using namespace rmsg::posix;
+
+namespace {
+
+int new_epoll(Runtime* rt, int epfd) {
+  if (epfd < 0 || rt == nullptr || foreign_process(*rt)) return epfd;
+  drop(*rt, epfd);  // a stale entry for a number closed behind the shim's back
+  rt->table.mark_epoll(epfd, rt->next_epoll_id.fetch_add(1, std::memory_order_relaxed));
+  return epfd;
+}
+
+EpollRegistration* find(FdSlot& s, std::uint32_t id) {
+  for (auto& r : s.registrations) {
+    if (r.epoll_id.load(std::memory_order_acquire) == id) return &r;
+  }
+  return nullptr;
+}
+
+void record(Runtime& rt, int epfd, int op, int fd, const epoll_event* ev) {
+  FdSlot* s = rt.table.slot(fd);
+  if (s == nullptr || s->object.load(std::memory_order_acquire) == 0) return;
+  FdSlot* e = rt.table.slot(epfd);
+  std::uint32_t id = e == nullptr ? 0 : e->epoll_id.load(std::memory_order_acquire);
+  if (id == 0) {  // a set the shim did not see made (inherited across exec, say)
+    s->flags.fetch_or(kFdRegistrationsLost, std::memory_order_acq_rel);
+    return;
+  }
+  EpollRegistration* r = find(*s, id);
+  if (op == EPOLL_CTL_DEL) {
+    if (r != nullptr) r->epoll_id.store(0, std::memory_order_release);
+    return;
+  }
+  if (r == nullptr && op == EPOLL_CTL_ADD) {
+    for (auto& free_one : s->registrations) {
+      std::uint32_t zero = 0;
+      if (free_one.epoll_id.compare_exchange_strong(zero, id, std::memory_order_acq_rel)) {
+        r = &free_one;
+        break;
+      }
+    }
+  }
+  if (r == nullptr) {
+    s->flags.fetch_or(kFdRegistrationsLost, std::memory_order_acq_rel);
+    return;
+  }
+  r->events.store(ev == nullptr ? 0 : ev->events, std::memory_order_release);
+  r->data.store(ev == nullptr ? 0 : ev->data.u64, std::memory_order_release);
+}
+
+}  // namespace
+
+extern "C" {
+
+int rmsg_poll(pollfd* fds, nfds_t nfds, int timeout) {
+  runtime();
+  return g_real.poll(fds, nfds, timeout);
+}
+
+int rmsg_ppoll(pollfd* fds, nfds_t nfds, const timespec* timeout, const sigset_t* mask) {
+  runtime();
+  return g_real.ppoll(fds, nfds, timeout, mask);
+}
+
+int rmsg_select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* t) {
+  runtime();
+  return g_real.select(nfds, r, w, e, t);
+}
+
+int rmsg_pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* t,
+                 const sigset_t* mask) {
+  runtime();
+  return g_real.pselect(nfds, r, w, e, t, mask);
+}
+
+int rmsg_epoll_create(int size) {
+  Runtime* rt = runtime();
+  return new_epoll(rt, g_real.epoll_create(size));
+}
+
+int rmsg_epoll_create1(int flags) {
+  Runtime* rt = runtime();
+  return new_epoll(rt, g_real.epoll_create1(flags));
+}
+
+int rmsg_epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
+  Runtime* rt = runtime();
+  int rc = g_real.epoll_ctl(epfd, op, fd, event);
+  if (rc == 0 && rt != nullptr) record(*rt, epfd, op, fd, event);
+  return rc;
+}
+
+int rmsg_epoll_wait(int epfd, epoll_event* events, int max, int timeout) {
+  runtime();
+  return g_real.epoll_wait(epfd, events, max, timeout);
+}
+
+int rmsg_epoll_pwait(int epfd, epoll_event* events, int max, int timeout, const sigset_t* mask) {
+  runtime();
+  return g_real.epoll_pwait(epfd, events, max, timeout, mask);
+}
+
+}  // extern "C"

@@ -1,0 +1,135 @@
+#include "posix/runtime.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "posix/stats.h"
+
+namespace rmsg::posix {
+namespace {
+
+enum class Phase : int { not_started, starting, on, off };
+
+constinit Runtime g_runtime;
+std::atomic<Phase> g_phase{Phase::not_started};
+std::atomic<long> g_starting_thread{0};
+
+long current_thread() {
+  return syscall(SYS_gettid);
+}
+
+void after_fork_in_parent() {
+  g_runtime.fork_epoch.fetch_add(1, std::memory_order_relaxed);
+}
+
+void after_fork_in_child() {
+  g_runtime.pid.store(static_cast<int>(syscall(SYS_getpid)), std::memory_order_relaxed);
+  g_runtime.fork_epoch.fetch_add(1, std::memory_order_relaxed);
+}
+
+void report_at_exit() {
+  if (g_phase.load(std::memory_order_acquire) == Phase::on) report_open_connections(g_runtime);
+}
+
+bool shim_switched_off() {
+  const char* v = std::getenv("RMSG_PRELOAD");
+  return v != nullptr && (std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
+}
+
+void open_stats_file(Runtime& rt) {
+  const char* path = std::getenv("RMSG_STATS");
+  if (path == nullptr || *path == '\0') return;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  rt.stats_fd = fd;
+  mark_private(rt, fd);
+}
+
+Phase start() {
+  resolve_real_calls();  // phase one: nothing else before it
+  if (shim_switched_off()) return Phase::off;
+  Runtime& rt = g_runtime;
+  if (!rt.table.init()) return Phase::off;
+  rt.pid.store(static_cast<int>(syscall(SYS_getpid)), std::memory_order_relaxed);
+  open_stats_file(rt);
+  pthread_atfork(nullptr, after_fork_in_parent, after_fork_in_child);
+  std::atexit(report_at_exit);
+  return Phase::on;
+}
+
+}  // namespace
+
+Runtime* runtime() {
+  Phase p = g_phase.load(std::memory_order_acquire);
+  if (__builtin_expect(p == Phase::on, 1)) return &g_runtime;
+  if (p == Phase::off) return nullptr;
+  Phase expected = Phase::not_started;
+  if (g_phase.compare_exchange_strong(expected, Phase::starting, std::memory_order_acq_rel)) {
+    g_starting_thread.store(current_thread(), std::memory_order_release);
+    Phase result = start();
+    g_phase.store(result, std::memory_order_release);
+    return result == Phase::on ? &g_runtime : nullptr;
+  }
+  // Starting: from inside start() on this thread, pass through; elsewhere wait for it.
+  if (g_starting_thread.load(std::memory_order_acquire) == current_thread()) return nullptr;
+  while ((p = g_phase.load(std::memory_order_acquire)) == Phase::starting) sched_yield();
+  return p == Phase::on ? &g_runtime : nullptr;
+}
+
+bool foreign_process(const Runtime& rt) {
+  return static_cast<int>(syscall(SYS_getpid)) != rt.pid.load(std::memory_order_relaxed);
+}
+
+SocketObject* adopt(Runtime& rt, int fd, SocketState state) {
+  if (rt.table.slot(fd) == nullptr) return nullptr;
+  SocketObject* o = rt.table.allocate(state, rt.pid.load(std::memory_order_relaxed));
+  if (o == nullptr) return nullptr;
+  o->io_fork_epoch.store(rt.fork_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // A number the kernel hands out again was closed behind the shim's back (fclose of an
+  // fdopen()ed socket, a raw system call): forget what the table still said about it.
+  if (SocketObject* stale = rt.table.attach(fd, o)) release_object(rt, stale);
+  return o;
+}
+
+void release_object(Runtime& rt, SocketObject* o) {
+  if (!FdTable::release(o)) return;
+  report_closed(rt, *o);
+  FdTable::free_object(o);
+}
+
+void drop(Runtime& rt, int fd) {
+  if (SocketObject* o = rt.table.detach(fd)) release_object(rt, o);
+}
+
+bool is_private(const Runtime& rt, int fd) {
+  const FdSlot* s = rt.table.slot(fd);
+  return s != nullptr && (s->flags.load(std::memory_order_acquire) & kFdPrivate) != 0;
+}
+
+void mark_private(Runtime& rt, int fd) {
+  if (FdSlot* s = rt.table.slot(fd)) {
+    s->flags.fetch_or(kFdPrivate, std::memory_order_acq_rel);
+    rt.table.saw(fd);
+  }
+}
+
+bool vacate_private(Runtime& rt, int fd) {
+  if (!is_private(rt, fd)) return true;
+  int moved = g_real.fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
+  if (moved < 0) return false;
+  FdSlot* s = rt.table.slot(fd);
+  s->flags.fetch_and(~kFdPrivate, std::memory_order_acq_rel);
+  mark_private(rt, moved);
+  if (rt.stats_fd == fd) rt.stats_fd = moved;
+  g_real.close(fd);
+  return true;
+}
+
+}  // namespace rmsg::posix

@@ -1,0 +1,69 @@
+// The shim's process-wide state and its start-up. Start-up has two phases so that it
+// survives re-entry: first the C library's calls are resolved (real.h), then the rest
+// (environment, descriptor table, stats file, fork handlers) is set up. A call that arrives
+// from inside the second phase on the initialising thread (a library the shim initialises
+// opening files) passes straight through; a call from another thread waits for the end.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "posix/fd_table.h"
+#include "posix/real.h"
+
+namespace rmsg::posix {
+
+struct Runtime {
+  FdTable table;
+  // This process's pid, refreshed in a fork() child (pthread_atfork). A vfork() or
+  // posix_spawn() child shares the parent's memory and leaves this alone, which is how the
+  // shim tells it apart (mutating calls compare it with getpid()).
+  std::atomic<int> pid{0};
+  // How many times this process has forked (each copy counts on from the fork).
+  std::atomic<std::uint32_t> fork_epoch{1};
+  std::atomic<std::uint32_t> next_epoll_id{1};
+  int stats_fd = -1;  // RMSG_STATS's file, a private descriptor; -1 when unset
+};
+
+// The runtime when the shim is on and started; null when it is off (RMSG_PRELOAD=off),
+// could not start, or is starting on this very thread: the caller then passes through.
+Runtime* runtime();
+
+// True in a process that shares memory with the one that set the runtime up but is not it
+// (a vfork() / posix_spawn() child, or a child of a raw clone()): it must not change the
+// table. Costs one getpid() system call: only descriptor-lifecycle calls use it.
+bool foreign_process(const Runtime& rt);
+
+// A new managed socket at fd (which must not be managed yet: a stale entry is dropped).
+// Returns it, or null when the table is full (fd then stays unmanaged).
+SocketObject* adopt(Runtime& rt, int fd, SocketState state);
+
+// Forgets fd and, when it was the process's last descriptor of its socket, reports and
+// frees the socket. Async-signal-safe.
+void drop(Runtime& rt, int fd);
+void release_object(Runtime& rt, SocketObject* o);
+
+// Counts I/O on o in this process; a child's first I/O on an inherited connection takes
+// the ownership (and starts its counts) over for the child's copy.
+inline void touch(Runtime& rt, SocketObject* o) {
+  int pid = rt.pid.load(std::memory_order_relaxed);
+  if (__builtin_expect(o->owner_pid.load(std::memory_order_relaxed) != pid, 0)) {
+    o->bytes_in.store(0, std::memory_order_relaxed);
+    o->bytes_out.store(0, std::memory_order_relaxed);
+    o->owner_pid.store(pid, std::memory_order_relaxed);
+  }
+  std::uint32_t epoch = rt.fork_epoch.load(std::memory_order_relaxed);
+  if (__builtin_expect(o->io_fork_epoch.load(std::memory_order_relaxed) != epoch, 0)) {
+    o->io_fork_epoch.store(epoch, std::memory_order_relaxed);
+  }
+}
+
+// The private-descriptor registry: descriptors the shim keeps for itself, which
+// close_range()/closefrom() skip and close()/dup2() onto never destroy.
+bool is_private(const Runtime& rt, int fd);
+void mark_private(Runtime& rt, int fd);
+// When fd is private, moves the shim's descriptor to another number so that the program
+// may take fd (dup2/dup3 onto it). True when fd is free for the program afterwards.
+bool vacate_private(Runtime& rt, int fd);
+
+}  // namespace rmsg::posix
