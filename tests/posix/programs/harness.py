@@ -6,6 +6,9 @@ the shim itself: it starts the unmodified Debian programs with `rmsg-run` in fro
 the mixed-pair test starts its plain side), waits for them without sleeping blindly
 (until a condition or a deadline), checks what they wrote, and fails with a message.
 
+A program under the shim writes its RMSG_STATS lines to a file of its own
+(`Session.stats(p)`), so a test can check that the shim saw every byte the program moved.
+
 Every program runs in its own session, so a test can tell afterwards whether anything it
 started (or anything those forked) is still alive: `Session.leftovers()`.
 
@@ -15,6 +18,7 @@ with the line that reruns the test printed on failure, as the C++ tests do.
 
 import argparse
 import hashlib
+import json
 import os
 import random
 import signal
@@ -100,10 +104,14 @@ class Session:
 
     def start(self, argv, shim=True, env=None, **kw):
         cmd = (self.run if shim else []) + argv
-        full_env = dict(os.environ)
-        full_env.update(env or {})
         # A long-lived program logs to files (a pipe nobody reads would stall it).
         log = os.path.join(self.workdir, f"{len(self.procs)}-{os.path.basename(argv[0])}")
+        full_env = dict(os.environ)
+        full_env.pop("RMSG_STATS", None)
+        if shim and self.run:
+            # The shim's per-connection lines (pid, peer, transport, bytes_in, bytes_out).
+            full_env["RMSG_STATS"] = log + ".stats"
+        full_env.update(env or {})
         opened = []
         for stream, ext in (("stdout", ".out"), ("stderr", ".err")):
             if stream not in kw:
@@ -116,13 +124,26 @@ class Session:
                 f.close()
         p.argv_text = " ".join(cmd)
         p.log = log
+        p.shimmed = bool(shim and self.run)
         self.procs.append(p)
         return p
+
+    def stats(self, p):
+        """The RMSG_STATS lines of a shimmed program (None when it ran plain), after it exited:
+        one per connection it owned, written at close or at exit."""
+        if not p.shimmed:
+            return None
+        try:
+            with open(p.log + ".stats") as f:
+                return [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            return []
 
     def run_to_end(self, argv, deadline_s, shim=True, input=None, env=None):
         """Runs a program to its exit within the deadline; returns (rc, stdout, stderr)."""
         p = self.start(argv, shim=shim, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
+        self.last = p
         try:
             out, err = p.communicate(input=input, timeout=deadline_s)
         except subprocess.TimeoutExpired:

@@ -17,6 +17,7 @@ What iperf3 lets a test check, and what it does not:
 - With -Z the sender sendfile()s from its private temporary buffer file, which 3.12 fills
   through a MAP_PRIVATE mapping, so the file and hence every byte on the wire is zero; with
   -F and -Z together the content is that file's, not -F's. The -Z case checks for zeros.
+- RMSG_STATS: every shimmed side's per-connection counts equal iperf3's (check_stats).
 - TCP_INFO: the sender's per-stream `max_snd_cwnd` and `max_rtt` come from
   getsockopt(TCP_INFO); zero would mean the option failed under the shim.
 """
@@ -64,11 +65,48 @@ def run_pair(session, server_args, client_args, server_shim=True, client_shim=Tr
         ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-J"] + client_args, DEADLINE_S,
         shim=client_shim)
     check(rc == 0, f"iperf3 -c exited {rc}: {out[-400:]!r} {err[-400:]!r}")
+    client_proc = session.last
     client = report(out.decode(), "client")
     check(session.wait_exit(server, DEADLINE_S) == 0, f"iperf3 -s exited {server.returncode}")
     with open(server.log + ".out", "rb") as f:
         server_report = report(f.read().decode(), "server")
+    check_stats(session, client_proc, server, client, server_report)
     return client, server_report
+
+
+COOKIE = 37  # bytes the client writes first on each data connection (not in the JSON)
+
+
+def check_stats(session, client_proc, server_proc, client, server):
+    """The shim's RMSG_STATS lines against iperf3's own counts, byte for byte: one line per
+    connection (the control one and each data stream); a sender's data bytes_out are its
+    sum_sent, a receiver's data bytes_in its sum_received, plus the cookie where the client
+    is the side; the control connection's counts agree across the two sides."""
+    streams = len(client["end"]["streams"])
+    reverse = client["start"]["test_start"]["reverse"] == 1
+    sides = {}
+    for who, proc, j in (("client", client_proc, client), ("server", server_proc, server)):
+        lines = session.stats(proc)
+        if lines is None:
+            continue  # a plain program (mixed pairs)
+        check(len(lines) == streams + 1, f"{who}: {len(lines)} RMSG_STATS lines for "
+              f"{streams} streams and the control connection: {lines}")
+        for line in lines:
+            check(line["pid"] == proc.pid and line["transport"] == "tcp", f"{who}: {line}")
+        sends = (who == "client") != reverse
+        key = "bytes_out" if sends else "bytes_in"
+        lines.sort(key=lambda line: line[key], reverse=True)
+        data, control = lines[:streams], lines[streams]
+        own = j["end"]["sum_sent" if sends else "sum_received"]["bytes"]
+        cookie = COOKIE * streams if (who == "client") == sends else 0
+        counted = sum(line[key] for line in data)
+        check(counted == own + cookie,
+              f"{who}: the shim counted {counted} data bytes, iperf3 {own} (+{cookie} cookie)")
+        sides[who] = control
+    if len(sides) == 2:
+        c, s = sides["client"], sides["server"]
+        check(c["bytes_out"] == s["bytes_in"] and c["bytes_in"] == s["bytes_out"],
+              f"control connection counts differ: client {c}, server {s}")
 
 
 def sender_tcp_info(j, who):

@@ -131,6 +131,12 @@ def set_get(session, seed):
     keys = [f"k{i}" for i in range(len(vals) - 1)] + ["x"]
     out = cli(session, port, ["--raw", "MGET"] + keys)
     check(out == b"".join(v + b"\n" for v in vals), "MGET read back other bytes")
+    # The shim counted exactly the request redis-cli sent and the reply it read.
+    lines = session.stats(session.last)
+    if lines is not None:
+        reply = b"*%d\r\n" % len(vals) + b"".join(b"$%d\r\n%s\r\n" % (len(v), v) for v in vals)
+        check(len(lines) == 1 and lines[0]["bytes_out"] == len(resp("MGET", *keys))
+              and lines[0]["bytes_in"] == len(reply), f"redis-cli's RMSG_STATS: {lines}")
     check(cli(session, port, ["DBSIZE"]).strip() == str(len(vals)).encode(), "DBSIZE")
     stop_server(session, port, server)
 
