@@ -1,0 +1,125 @@
+// The C API (rmsg/socket.h) in-process, through its header only: which descriptors it
+// manages and how dup/close/close_range follow them. Kernel semantics under the shim are
+// in preload_test.cc (the same code, run as librmsg-preload.so under plain programs).
+#include "rmsg/socket.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+int loopback_listener() {
+  int l = rmsg_socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(rmsg_bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(rmsg_listen(l, 8), 0);
+  return l;
+}
+
+struct Pair {
+  int a = -1, b = -1;
+};
+
+Pair connected_pair() {
+  int l = loopback_listener();
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  EXPECT_EQ(rmsg_getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  Pair p;
+  p.a = rmsg_socket(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+  EXPECT_EQ(rmsg_connect(p.a, reinterpret_cast<sockaddr*>(&a), len), 0);
+  sockaddr_in peer{};
+  socklen_t peer_len = 4;  // too short: the kernel truncates, and says how long it was
+  p.b = rmsg_accept(l, reinterpret_cast<sockaddr*>(&peer), &peer_len);
+  EXPECT_GE(p.b, 0);
+  EXPECT_EQ(peer_len, sizeof(sockaddr_in));
+  EXPECT_EQ(rmsg_close(l), 0);
+  return p;
+}
+
+TEST(PosixApi, ManagesTcpSocketsOnly) {
+  int tcp = rmsg_socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int tcp6 = rmsg_socket(AF_INET6, SOCK_STREAM, IPPROTO_TCP);
+  int udp = rmsg_socket(AF_INET, SOCK_DGRAM, 0);
+  int unix_stream = rmsg_socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(tcp, 0);
+  ASSERT_GE(tcp6, 0);
+  EXPECT_EQ(rmsg_is_managed(tcp), 1);
+  EXPECT_EQ(rmsg_is_managed(tcp6), 1);
+  EXPECT_EQ(rmsg_is_managed(udp), 0);
+  EXPECT_EQ(rmsg_is_managed(unix_stream), 0);
+  EXPECT_EQ(rmsg_fcntl(tcp, F_GETFL) & O_NONBLOCK, O_NONBLOCK);  // the flags still apply
+  for (int fd : {tcp, tcp6, udp, unix_stream}) EXPECT_EQ(rmsg_close(fd), 0);
+  EXPECT_EQ(rmsg_is_managed(tcp), 0);
+}
+
+TEST(PosixApi, ErrorsAreTheKernelsWithErrno) {
+  errno = 0;
+  EXPECT_EQ(rmsg_socket(AF_INET, 12345, 0), -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(rmsg_close(-1), -1);
+  EXPECT_EQ(errno, EBADF);
+  char c;
+  EXPECT_EQ(rmsg_read(-1, &c, 1), -1);
+  EXPECT_EQ(errno, EBADF);
+  int fd = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_EQ(rmsg_send(fd, "x", 1, MSG_NOSIGNAL), -1);  // not connected
+  EXPECT_EQ(errno, EPIPE);
+  EXPECT_EQ(rmsg_close(fd), 0);
+}
+
+TEST(PosixApi, DuplicatesShareTheConnectionUntilTheLastCloses) {
+  Pair p = connected_pair();
+  int d = rmsg_dup(p.a);
+  int d2 = rmsg_fcntl(p.a, F_DUPFD_CLOEXEC, 0);
+  int d3 = rmsg_dup2(p.a, 150);
+  ASSERT_EQ(d3, 150);
+  for (int fd : {d, d2, d3}) EXPECT_EQ(rmsg_is_managed(fd), 1);
+  EXPECT_EQ(rmsg_close(p.a), 0);
+  EXPECT_EQ(rmsg_is_managed(p.a), 0);
+  EXPECT_EQ(rmsg_write(d3, "ab", 2), 2);
+  char buf[4];
+  EXPECT_EQ(rmsg_recv(p.b, buf, 2, MSG_WAITALL), 2);
+  for (int fd : {d, d2, d3}) EXPECT_EQ(rmsg_close(fd), 0);
+  EXPECT_EQ(rmsg_read(p.b, buf, sizeof buf), 0);  // the last close closed it: EOF
+  EXPECT_EQ(rmsg_close(p.b), 0);
+}
+
+TEST(PosixApi, CloseRangeForgetsWhatItClosed) {
+  Pair p = connected_pair();
+  int low = p.a < p.b ? p.a : p.b;
+  int high = p.a < p.b ? p.b : p.a;
+  EXPECT_EQ(rmsg_close_range(static_cast<unsigned>(low), static_cast<unsigned>(high), 0), 0);
+  EXPECT_EQ(rmsg_is_managed(p.a), 0);
+  EXPECT_EQ(rmsg_is_managed(p.b), 0);
+  EXPECT_EQ(rmsg_fcntl(p.a, F_GETFD), -1);
+  EXPECT_EQ(errno, EBADF);
+}
+
+TEST(PosixApi, EpollInstancesAndTheirDuplicates) {
+  Pair p = connected_pair();
+  int ep = rmsg_epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  epoll_event e{};
+  e.events = EPOLLIN;
+  e.data.u64 = 77;
+  EXPECT_EQ(rmsg_epoll_ctl(ep, EPOLL_CTL_ADD, p.b, &e), 0);
+  EXPECT_EQ(rmsg_epoll_ctl(ep, EPOLL_CTL_ADD, p.b, &e), -1);
+  EXPECT_EQ(errno, EEXIST);
+  int ep2 = rmsg_dup(ep);  // the same instance under a second number
+  EXPECT_EQ(rmsg_write(p.a, "x", 1), 1);
+  epoll_event got[2];
+  ASSERT_EQ(rmsg_epoll_wait(ep2, got, 2, 5000), 1);
+  EXPECT_EQ(got[0].data.u64, 77u);
+  EXPECT_EQ(rmsg_epoll_ctl(ep2, EPOLL_CTL_DEL, p.b, nullptr), 0);
+  EXPECT_EQ(rmsg_epoll_wait(ep, got, 2, 0), 0);
+  for (int fd : {ep, ep2, p.a, p.b}) EXPECT_EQ(rmsg_close(fd), 0);
+}
+
+}  // namespace

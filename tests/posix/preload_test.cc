@@ -1,0 +1,212 @@
+// The preload library under real programs' conditions: each scenario of posix_probe runs
+// once without the shim and once under rmsg-run; both must pass the same kernel-semantics
+// checks, and the shimmed run must write exactly the RMSG_STATS lines the probe expects.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+struct Outcome {
+  bool exited = false;
+  int code = -1;    // exit status when exited
+  int signal = 0;   // terminating signal otherwise
+  std::string out;  // stdout
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string temp_path(const char* what) {
+  char p[] = "/tmp/rmsg-posix-XXXXXX";
+  int fd = mkstemp(p);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  unlink(p);
+  return std::string(p) + "-" + what;
+}
+
+// Runs argv with extra environment entries; kills it after `limit_s` (a hang fails).
+Outcome run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            int limit_s = 60) {
+  std::string out_path = temp_path("stdout");
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  Outcome o;
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  EXPECT_GE(pidfd, 0);
+  pollfd p{pidfd, POLLIN, 0};
+  if (poll(&p, 1, limit_s * 1000) != 1) {
+    ADD_FAILURE() << argv.back() << ": still running after " << limit_s << " s (a hang)";
+    kill(pid, SIGKILL);
+  }
+  close(pidfd);
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  o.exited = WIFEXITED(status);
+  o.code = o.exited ? WEXITSTATUS(status) : -1;
+  o.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  o.out = slurp(out_path);
+  unlink(out_path.c_str());
+  return o;
+}
+
+using Line = std::tuple<long, unsigned long long, unsigned long long>;  // pid, in, out
+
+long field(const std::string& line, const std::string& key) {
+  auto at = line.find("\"" + key + "\":");
+  if (at == std::string::npos) return -1;
+  return std::strtol(line.c_str() + at + key.size() + 3, nullptr, 10);
+}
+
+// The stats file's lines, each checked for the fields every line must carry.
+std::vector<Line> stats_lines(const std::string& path) {
+  std::vector<Line> lines;
+  std::ifstream f(path);
+  for (std::string l; std::getline(f, l);) {
+    EXPECT_EQ(l.front(), '{') << l;
+    EXPECT_EQ(l.back(), '}') << l;
+    EXPECT_NE(l.find("\"transport\":\"tcp\""), std::string::npos) << l;
+    EXPECT_NE(l.find("\"fallback\":"), std::string::npos) << l;
+    bool v4 = l.find("\"peer\":\"127.0.0.1:") != std::string::npos;
+    bool v6 = l.find("\"peer\":\"[::1]:") != std::string::npos;
+    EXPECT_TRUE(v4 || v6) << l;
+    lines.emplace_back(field(l, "pid"), field(l, "bytes_in"), field(l, "bytes_out"));
+  }
+  return lines;
+}
+
+struct Expected {
+  std::vector<Line> lines;
+  int count = -1;
+};
+
+Expected expected_of(const std::string& out) {
+  Expected e;
+  std::istringstream s(out);
+  for (std::string l; std::getline(s, l);) {
+    long pid = 0;
+    unsigned long long in = 0, outb = 0;
+    int n = 0;
+    if (std::sscanf(l.c_str(), "expect pid=%ld in=%llu out=%llu", &pid, &in, &outb) == 3) {
+      e.lines.emplace_back(pid, in, outb);
+    } else if (std::sscanf(l.c_str(), "expect-count %d", &n) == 1) {
+      e.count = n;
+    }
+  }
+  return e;
+}
+
+bool is_fortify(const std::string& s) {
+  return s.rfind("fortify_", 0) == 0;
+}
+
+class PosixPreload : public testing::TestWithParam<const char*> {};
+
+TEST_P(PosixPreload, SameAnswersWithAndWithoutTheShimAndExactStats) {
+  const std::string scenario = GetParam();
+  Outcome plain = run({RMSG_POSIX_PROBE, scenario}, {});
+  std::string stats = temp_path("stats");
+  Outcome shim = run({RMSG_RUN, "--stats", stats, RMSG_POSIX_PROBE, scenario}, {});
+  if (is_fortify(scenario)) {  // glibc's check fails the same way under the shim
+    EXPECT_EQ(plain.signal, SIGABRT);
+    EXPECT_EQ(shim.signal, SIGABRT);
+    unlink(stats.c_str());
+    return;
+  }
+  ASSERT_TRUE(plain.exited && plain.code == 0) << "without the shim: " << plain.signal;
+  ASSERT_TRUE(shim.exited && shim.code == 0) << "under the shim: signal " << shim.signal;
+  std::vector<Line> got = stats_lines(stats);
+  Expected want = expected_of(shim.out);
+  if (want.count >= 0) {
+    EXPECT_EQ(static_cast<int>(got.size()), want.count) << slurp(stats);
+  }
+  std::multiset<Line> have(got.begin(), got.end());
+  for (const Line& l : want.lines) {
+    auto it = have.find(l);
+    EXPECT_NE(it, have.end()) << "no stats line pid=" << std::get<0>(l) << " in=" << std::get<1>(l)
+                              << " out=" << std::get<2>(l) << " in:\n"
+                              << slurp(stats);
+    if (it != have.end()) have.erase(it);
+  }
+  unlink(stats.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Scenarios, PosixPreload,
+    testing::Values("echo", "sigpipe", "non_tcp", "options", "poll_level", "epoll_level",
+                    "epoll_edge", "epoll_oneshot", "epoll_nested", "epoll_asleep",
+                    "connect_pending", "connect_refused", "dup", "close_range", "fork_server",
+                    "fork_child_closes", "vfork_spawn", "signal_longjmp", "fortify_read",
+                    "fortify_recv", "fortify_recvfrom", "fortify_poll", "fortify_ppoll"),
+    [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
+
+TEST(PosixPreloadSwitch, OffPassesEverythingThroughAndWritesNoStats) {
+  std::string stats = temp_path("stats");
+  Outcome o = run({RMSG_RUN, "--off", "--stats", stats, RMSG_POSIX_PROBE, "echo"}, {});
+  ASSERT_TRUE(o.exited && o.code == 0);
+  EXPECT_NE(access(stats.c_str(), F_OK), 0) << "RMSG_PRELOAD=off wrote " << slurp(stats);
+  Outcome env =
+      run({RMSG_RUN, RMSG_POSIX_PROBE, "echo"}, {"RMSG_PRELOAD=off", "RMSG_STATS=" + stats});
+  ASSERT_TRUE(env.exited && env.code == 0);
+  EXPECT_NE(access(stats.c_str(), F_OK), 0);
+}
+
+TEST(PosixPreloadSwitch, ProbeListMatchesTheInstantiatedScenarios) {
+  Outcome o = run({RMSG_POSIX_PROBE, "--list"}, {});
+  ASSERT_TRUE(o.exited && o.code == 0);
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 23);
+}
+
+// The library exports exactly the names of exports.map: the interposed calls.
+TEST(PosixPreloadExports, OnlyTheInterposedNames) {
+  std::string listing = temp_path("nm");
+  std::string cmd = std::string("nm -D --defined-only ") + RMSG_PRELOAD_LIB + " > " + listing;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::set<std::string> exported;
+  std::ifstream f(listing);
+  for (std::string addr, type, name; f >> addr >> type >> name;) exported.insert(name);
+  unlink(listing.c_str());
+  std::set<std::string> mapped;
+  std::string map = slurp(RMSG_PRELOAD_MAP);
+  auto from = map.find("global:"), to = map.find("local:");
+  ASSERT_NE(from, std::string::npos);
+  std::istringstream names(map.substr(from + 7, to - from - 7));
+  for (std::string n; names >> n;) {
+    n.erase(std::remove(n.begin(), n.end(), ';'), n.end());
+    if (!n.empty()) mapped.insert(n);
+  }
+  EXPECT_EQ(exported, mapped);
+  EXPECT_EQ(mapped.size(), 46u);
+  EXPECT_EQ(exported.count("rmsg_read"), 0u);
+}
+
+}  // namespace
