@@ -36,6 +36,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# cpu_run FILE PROGRAM...: runs it, writes its user+system CPU seconds to FILE.
+cpu_run() {
+  $py -c '
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+open(sys.argv[1], "w").write(f"{usage.ru_utime + usage.ru_stime}\n")
+sys.exit(os.waitstatus_to_exitcode(status))' "$@"
+}
+# cpu_of PID: user+system CPU seconds a live process has used.
+cpu_of() {
+  $py -c 'import os, sys
+f = open(f"/proc/{sys.argv[1]}/stat").read().rsplit(")", 1)[1].split()
+print((int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK"))' "$1"
+}
 free_port() { $py -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_listen() {  # port: until something listens (read from /proc, never by connecting)
   local hex
@@ -62,21 +79,31 @@ iperf3_round() {
 import json, sys
 j = json.load(open(sys.argv[2]))
 assert "error" not in j, j.get("error")
-print(sys.argv[1], j["end"]["sum_received"]["bits_per_second"])
+end = j["end"]
+cpu = end["cpu_utilization_percent"]  # percent of the run's wall time, each side
+gb = end["sum_received"]["bytes"] / 1e9
+cpu_s = (cpu["host_total"] + cpu["remote_total"]) / 100 * end["sum_received"]["seconds"]
+print(sys.argv[1], end["sum_received"]["bits_per_second"], cpu_s / gb)
 EOF
 }
 
-# redis MODE: appends "MODE TEST RPS P99_MS" per test to $work/redis.
+# redis MODE: appends "MODE TEST RPS P99_MS" per test to $work/redis, and "MODE SERVER_CPU_S
+# BENCH_CPU_S" to $work/redis_cpu.
 redis_round() {
   local mode=$1 wrap=() port
   [ "$mode" = shim ] && wrap=("$run")
   port=$(free_port)
   "${wrap[@]}" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
     --dir "$work" >/dev/null 2>&1 &
-  pids+=($!)
+  local server=$!
+  pids+=("$server")
   wait_listen "$port"
-  "${wrap[@]}" redis-benchmark -p "$port" -t ping,set,get -n "$requests" -c 50 --csv \
-    >"$work/redis.csv"
+  local before
+  before=$(cpu_of "$server")
+  cpu_run "$work/bench_cpu" "${wrap[@]}" redis-benchmark -p "$port" -t ping,set,get \
+    -n "$requests" -c 50 --csv >"$work/redis.csv"
+  echo "$mode $($py -c "print($(cpu_of "$server") - $before)") $(cat "$work/bench_cpu")" \
+    >>"$work/redis_cpu"
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait
   $py - "$mode" "$work/redis.csv" >>"$work/redis" <<'EOF'
@@ -119,7 +146,7 @@ for r in $(seq 1 "$rounds"); do
   echo "round $r/$rounds done ($(tail -n 2 "$work/iperf3" | tr '\n' ' '))" >&2
 done
 
-$py - "$work" "$rounds" <<'EOF'
+$py - "$work" "$rounds" "$requests" <<'EOF'
 import statistics, sys
 work, rounds = sys.argv[1], sys.argv[2]
 med = statistics.median
@@ -131,6 +158,10 @@ plain = med(float(r[1]) for r in ip if r[0] == "plain") / 1e9
 shim = med(float(r[1]) for r in ip if r[0] == "shim") / 1e9
 print(f"iperf3 (1 stream)      plain {plain:8.2f} Gbit/s  shim {shim:8.2f} Gbit/s  "
       f"shim/plain {shim / plain:.3f}")
+pc = med(float(r[2]) for r in ip if r[0] == "plain")
+sc = med(float(r[2]) for r in ip if r[0] == "shim")
+print(f"iperf3 CPU per GB      plain {pc:8.3f} s       shim {sc:8.3f} s       "
+      f"shim/plain {sc / pc:.3f}   (client + server, from iperf3's own cpu_utilization)")
 rd = rows("redis")
 for test in dict.fromkeys(r[1] for r in rd):
     def pick(mode, col):
@@ -138,6 +169,13 @@ for test in dict.fromkeys(r[1] for r in rd):
     p, s = pick("plain", 2), pick("shim", 2)
     print(f"redis {test:12}     plain {p:9.0f} rps  shim {s:9.0f} rps  shim/plain {s / p:.3f}"
           f"   p99 plain {pick('plain', 3):.3f} ms  shim {pick('shim', 3):.3f} ms")
+cpu = rows("redis_cpu")
+n = 4 * int(sys.argv[3])  # PING_INLINE, PING_MBULK, SET, GET
+for col, who in ((1, "server"), (2, "benchmark")):
+    p = med(float(r[col]) for r in cpu if r[0] == "plain") / n * 1e6
+    s_ = med(float(r[col]) for r in cpu if r[0] == "shim") / n * 1e6
+    print(f"redis CPU per request  {who:9} plain {p:.2f} us  shim {s_:.2f} us  "
+          f"shim/plain {s_ / p:.3f}")
 lat = rows("lat")
 def lat_of(who, col):
     return med(float(r[col]) for r in lat if r[0] == who)
