@@ -10,7 +10,10 @@ redis-benchmark under it too; every value read back byte-exact.
 - bgsave_fork: with a per-key save delay the BGSAVE child lives about a second; while it
   does, the server must answer (on a connection opened before the fork and on new ones, and
   redis-benchmark keeps running through it without an error); afterwards the dump must
-  exist and hold every value, which a second redis-server loading it proves.
+  exist and hold every value, which a second redis-server loading it proves; the server's
+  RMSG_STATS lines are all its own (the child reports nothing), and the connection open
+  across the fork is counted exactly as the test's client saw it.
+- set_get's redis-cli: its one RMSG_STATS line is exactly the MGET request and reply.
 The redis-servers listen on free ports (never 6379), with no save points and no AOF.
 """
 
@@ -63,11 +66,13 @@ class RespClient:
     def __init__(self, port):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S)
         self.buf = b""
+        self.sent = self.received = 0  # bytes on the wire, to hold against RMSG_STATS
 
     def _line(self):
         while b"\r\n" not in self.buf:
             chunk = self.sock.recv(65536)
             check(chunk, "redis closed the connection")
+            self.received += len(chunk)
             self.buf += chunk
         line, self.buf = self.buf.split(b"\r\n", 1)
         return line
@@ -76,12 +81,15 @@ class RespClient:
         while len(self.buf) < n + 2:
             chunk = self.sock.recv(65536)
             check(chunk, "redis closed the connection")
+            self.received += len(chunk)
             self.buf += chunk
         data, self.buf = self.buf[:n], self.buf[n + 2:]
         return data
 
     def call(self, *args):
-        self.sock.sendall(resp(*args))
+        request = resp(*args)
+        self.sock.sendall(request)
+        self.sent += len(request)
         line = self._line()
         kind, rest = line[:1], line[1:]
         check(kind != b"-", f"redis error: {rest!r}")
@@ -203,6 +211,7 @@ def bgsave_fork(session, seed):
     # After the child exited: the inherited connection still works, for reads and writes.
     check(before.call("PING") == b"PONG", "PING after BGSAVE")
     check(before.call("GET", "k7") == vals[7], "GET after BGSAVE")
+    before_port = before.sock.getsockname()[1]
     before.close()
     check(cli(session, port, ["CONFIG", "SET", "rdb-key-save-delay", "0"]).strip() == b"OK",
           "CONFIG SET")
@@ -212,6 +221,17 @@ def bgsave_fork(session, seed):
     check(rates.get("SET", 0) > 0 and rates.get("GET", 0) > 0, f"benchmark rates {rates}")
     read_back(session, port, vals, "k")
     stop_server(session, port, server)
+    # The BGSAVE child inherited every connection and reported none; the connection it
+    # shared with the server carried, as the server's shim counted, exactly what went over it.
+    lines = session.stats(server)
+    if lines is not None:
+        check(lines and all(line["pid"] == server.pid for line in lines),
+              f"RMSG_STATS lines from other processes than the server: {lines}")
+        mine = [line for line in lines if line["peer"].endswith(f":{before_port}")]
+        check(len(mine) == 1 and mine[0]["bytes_in"] == before.sent
+              and mine[0]["bytes_out"] == before.received,
+              f"the connection across the fork: {mine}, sent {before.sent}, "
+              f"received {before.received}")
     # The dump holds every value: a second server loads it (benchmark keys aside).
     os.rename(dump, os.path.join(session.workdir, "copy.rdb"))
     port2 = harness.free_port()
