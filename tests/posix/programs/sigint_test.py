@@ -70,7 +70,8 @@ def one_run(session, seed, i):
     for p in others:
         # A client killed by SIGINT's default action (before iperf3 set its handler) told
         # the server nothing and may not have connected: the server may wait on for it.
-        own_exit_s = 0 if client in signalled and client.returncode == -signal.SIGINT else OWN_EXIT_S
+        early = client in signalled and client.returncode == -signal.SIGINT
+        own_exit_s = 0 if early else OWN_EXIT_S
         if not wait(p, own_exit_s):
             # Only a server whose client never reached it may wait on.
             check(p is server, f"{what}: the client hangs after the server's exit")
