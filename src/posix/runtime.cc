@@ -12,6 +12,12 @@
 
 #include "posix/stats.h"
 
+#ifdef RMSG_POSIX_START_HOOK
+// Only in tests/posix's librmsg-preload-start-hook.so: calls back into the shim from inside
+// phase two, as libibverbs and librdmacm will when the RDMA upgrade initialises them.
+extern "C" void rmsg_posix_start_hook();
+#endif
+
 namespace rmsg::posix {
 namespace {
 
@@ -59,6 +65,9 @@ Phase start() {
   if (!rt.table.init()) return Phase::off;
   rt.pid.store(static_cast<int>(syscall(SYS_getpid)), std::memory_order_relaxed);
   open_stats_file(rt);
+#ifdef RMSG_POSIX_START_HOOK
+  rmsg_posix_start_hook();
+#endif
   pthread_atfork(nullptr, after_fork_in_parent, after_fork_in_child);
   std::atexit(report_at_exit);
   return Phase::on;

@@ -60,15 +60,16 @@ const char* fallback_text(Fallback f) {
   return "null";
 }
 
-bool reportable(const Runtime& rt, const SocketObject& o) {
+// The owner reports; at close, not when it forked since it last touched the connection:
+// it handed the connection to the child (an accept-then-fork server), which reports it
+// once it uses it. At exit a connection still held is reported whatever forked.
+bool reportable(const Runtime& rt, const SocketObject& o, bool at_exit) {
   SocketState s = o.state.load(std::memory_order_acquire);
   if (s != SocketState::connected && s != SocketState::connecting) return false;
   int pid = rt.pid.load(std::memory_order_relaxed);
   if (o.owner_pid.load(std::memory_order_relaxed) != pid) return false;
-  // Forked since this process last touched it: the connection went to the child (an
-  // accept-then-fork server), which reports it once it uses it.
-  return o.io_fork_epoch.load(std::memory_order_relaxed) ==
-         rt.fork_epoch.load(std::memory_order_relaxed);
+  return at_exit || o.io_fork_epoch.load(std::memory_order_relaxed) ==
+                        rt.fork_epoch.load(std::memory_order_relaxed);
 }
 
 void write_line(Runtime& rt, const SocketObject& o) {
@@ -93,7 +94,7 @@ void write_line(Runtime& rt, const SocketObject& o) {
 }  // namespace
 
 void report_closed(Runtime& rt, const SocketObject& o) {
-  if (rt.stats_fd < 0 || !reportable(rt, o)) return;
+  if (rt.stats_fd < 0 || !reportable(rt, o, false)) return;
   write_line(rt, o);
 }
 
@@ -102,7 +103,7 @@ void report_open_connections(Runtime& rt) {
   std::uint32_t n = rt.table.objects_high_water();
   for (std::uint32_t i = 0; i < n; ++i) {
     const SocketObject& o = *rt.table.object_at(i);
-    if (reportable(rt, o)) write_line(rt, o);
+    if (reportable(rt, o, true)) write_line(rt, o);
   }
 }
 

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "posix/seams.h"
+
 namespace {
 
 int loopback_listener() {
@@ -120,6 +122,66 @@ TEST(PosixApi, EpollInstancesAndTheirDuplicates) {
   EXPECT_EQ(rmsg_epoll_ctl(ep2, EPOLL_CTL_DEL, p.b, nullptr), 0);
   EXPECT_EQ(rmsg_epoll_wait(ep, got, 2, 0), 0);
   for (int fd : {ep, ep2, p.a, p.b}) EXPECT_EQ(rmsg_close(fd), 0);
+}
+
+// What a later RDMA upgrade needs to re-register a number in every set that watches it.
+TEST(PosixApi, EpollRegistrationsAreRecordedPerSet) {
+  using rmsg::posix::seams::Registration;
+  using rmsg::posix::seams::registrations;
+  Pair p = connected_pair();
+  int ep1 = rmsg_epoll_create1(0);
+  int ep2 = rmsg_epoll_create(8);
+  epoll_event e{};
+  e.events = EPOLLIN | EPOLLET;
+  e.data.u64 = 0x1234567890ull;
+  ASSERT_EQ(rmsg_epoll_ctl(ep1, EPOLL_CTL_ADD, p.b, &e), 0);
+  e.events = EPOLLOUT | EPOLLONESHOT;
+  e.data.u64 = 5;
+  ASSERT_EQ(rmsg_epoll_ctl(ep2, EPOLL_CTL_ADD, p.b, &e), 0);
+  Registration r[4];
+  ASSERT_EQ(registrations(p.b, r, 4), 2);
+  EXPECT_EQ(r[0].epoll_fd, ep1);
+  EXPECT_EQ(r[0].events, static_cast<std::uint32_t>(EPOLLIN | EPOLLET));
+  EXPECT_EQ(r[0].data, 0x1234567890ull);
+  EXPECT_EQ(r[1].epoll_fd, ep2);
+  EXPECT_EQ(r[1].data, 5u);
+  e.events = EPOLLIN;
+  e.data.u64 = 6;
+  ASSERT_EQ(rmsg_epoll_ctl(ep2, EPOLL_CTL_MOD, p.b, &e), 0);
+  ASSERT_EQ(registrations(p.b, r, 4), 2);
+  EXPECT_EQ(r[1].events, static_cast<std::uint32_t>(EPOLLIN));
+  EXPECT_EQ(r[1].data, 6u);
+  // A failed call records nothing; DEL forgets; a closed set's entries are gone.
+  EXPECT_EQ(rmsg_epoll_ctl(ep2, EPOLL_CTL_ADD, p.b, &e), -1);
+  ASSERT_EQ(rmsg_epoll_ctl(ep1, EPOLL_CTL_DEL, p.b, nullptr), 0);
+  ASSERT_EQ(registrations(p.b, r, 4), 1);
+  EXPECT_EQ(r[0].epoll_fd, ep2);
+  EXPECT_EQ(rmsg_close(ep2), 0);
+  EXPECT_EQ(registrations(p.b, r, 4), 0);
+  // A third set fits (slots freed); unmanaged descriptors have none.
+  int ep3 = rmsg_epoll_create1(0);
+  ASSERT_EQ(rmsg_epoll_ctl(ep3, EPOLL_CTL_ADD, p.b, &e), 0);
+  EXPECT_EQ(registrations(p.b, r, 4), 1);
+  EXPECT_EQ(registrations(ep3, r, 4), -1);
+  for (int fd : {ep1, ep3, p.a, p.b}) EXPECT_EQ(rmsg_close(fd), 0);
+}
+
+TEST(PosixApi, MoreSetsThanSlotsMarkTheRegistrationsIncomplete) {
+  using rmsg::posix::seams::Registration;
+  using rmsg::posix::seams::registrations;
+  Pair p = connected_pair();
+  int sets[3];
+  epoll_event e{};
+  e.events = EPOLLIN;
+  for (int& ep : sets) {
+    ep = rmsg_epoll_create1(0);
+    ASSERT_EQ(rmsg_epoll_ctl(ep, EPOLL_CTL_ADD, p.b, &e), 0);  // the kernel takes all three
+  }
+  Registration r[4];
+  EXPECT_EQ(registrations(p.b, r, 4), -1);  // an upgrade must refuse this number
+  for (int ep : sets) EXPECT_EQ(rmsg_close(ep), 0);
+  EXPECT_EQ(rmsg_close(p.a), 0);
+  EXPECT_EQ(rmsg_close(p.b), 0);
 }
 
 }  // namespace

@@ -164,9 +164,10 @@ INSTANTIATE_TEST_SUITE_P(
     Scenarios, PosixPreload,
     testing::Values("echo", "sigpipe", "non_tcp", "options", "poll_level", "epoll_level",
                     "epoll_edge", "epoll_oneshot", "epoll_nested", "epoll_asleep",
-                    "connect_pending", "connect_refused", "dup", "close_range", "fork_server",
-                    "fork_child_closes", "vfork_spawn", "signal_longjmp", "fortify_read",
-                    "fortify_recv", "fortify_recvfrom", "fortify_poll", "fortify_ppoll"),
+                    "connect_pending", "connect_refused", "dup", "close_range", "stats_descriptor",
+                    "fork_server", "fork_child_closes", "exit_with_open", "vfork_spawn",
+                    "signal_longjmp", "fortify_read", "fortify_recv", "fortify_recvfrom",
+                    "fortify_poll", "fortify_ppoll"),
     [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
 TEST(PosixPreloadSwitch, OffPassesEverythingThroughAndWritesNoStats) {
@@ -183,7 +184,7 @@ TEST(PosixPreloadSwitch, OffPassesEverythingThroughAndWritesNoStats) {
 TEST(PosixPreloadSwitch, ProbeListMatchesTheInstantiatedScenarios) {
   Outcome o = run({RMSG_POSIX_PROBE, "--list"}, {});
   ASSERT_TRUE(o.exited && o.code == 0);
-  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 23);
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 25);
 }
 
 // The library exports exactly the names of exports.map: the interposed calls.
@@ -207,6 +208,24 @@ TEST(PosixPreloadExports, OnlyTheInterposedNames) {
   EXPECT_EQ(exported, mapped);
   EXPECT_EQ(mapped.size(), 46u);
   EXPECT_EQ(exported.count("rmsg_read"), 0u);
+}
+
+}  // namespace
+
+namespace {
+
+// Start-up survives re-entry: the hook calls the shim's own socket/read/close from inside
+// its start (they pass through) and starts a thread whose socket() waits for the end.
+TEST(PosixPreloadStart, CallsFromInsideTheStartPassThrough) {
+  std::string stats = temp_path("stats");
+  Outcome o =
+      run({RMSG_POSIX_PROBE, "echo"},
+          {std::string("LD_PRELOAD=") + RMSG_PRELOAD_START_HOOK_LIB, "RMSG_STATS=" + stats});
+  ASSERT_TRUE(o.exited) << "signal " << o.signal;
+  ASSERT_EQ(o.code, 0);
+  EXPECT_NE(o.out.find("start hook: re-entered socket, read, close"), std::string::npos) << o.out;
+  EXPECT_EQ(stats_lines(stats).size(), 2u);  // and the shim works afterwards
+  unlink(stats.c_str());
 }
 
 }  // namespace

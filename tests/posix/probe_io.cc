@@ -47,7 +47,8 @@ void echo() {
   m.msg_iov = &mv;
   m.msg_iovlen = 1;
   PROBE_CHECK(sendmsg(p.a, &m, 0) == 3);
-  PROBE_CHECK(sendto(p.a, out + 26, 4, 0, nullptr, 0) == 4);
+  PROBE_CHECK(send(p.a, out + 26, 2, MSG_MORE) == 2);  // corked until the next send
+  PROBE_CHECK(sendto(p.a, out + 28, 2, 0, nullptr, 0) == 2);
 
   char in[64];
   PROBE_CHECK(recv(p.b, in, 4, MSG_PEEK | MSG_WAITALL) == 4);  // not counted

@@ -1,0 +1,36 @@
+#include "posix/seams.h"
+
+#include "posix/runtime.h"
+
+namespace rmsg::posix::seams {
+namespace {
+
+int number_of_epoll(const Runtime& rt, std::uint32_t id) {
+  for (int fd = 0; fd <= rt.table.max_fd_seen(); ++fd) {
+    const FdSlot* s = rt.table.slot(fd);
+    if (s != nullptr && s->epoll_id.load(std::memory_order_acquire) == id) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int registrations(int fd, Registration* out, int max) {
+  Runtime* rt = runtime();
+  const FdSlot* s = rt == nullptr ? nullptr : rt->table.slot(fd);
+  if (s == nullptr || s->object.load(std::memory_order_acquire) == 0 ||
+      (s->flags.load(std::memory_order_acquire) & kFdRegistrationsLost) != 0) {
+    return -1;
+  }
+  int n = 0;
+  for (const auto& r : s->registrations) {
+    std::uint32_t id = r.epoll_id.load(std::memory_order_acquire);
+    int ep = id == 0 ? -1 : number_of_epoll(*rt, id);
+    if (ep < 0 || n == max) continue;
+    out[n++] = {ep, r.events.load(std::memory_order_acquire),
+                r.data.load(std::memory_order_acquire)};
+  }
+  return n;
+}
+
+}  // namespace rmsg::posix::seams

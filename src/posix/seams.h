@@ -1,0 +1,20 @@
+// What rmsg's own tests may see of the socket layer's state (never installed). Reached
+// only from tests/posix/ through librmsg's copy of the layer.
+#pragma once
+
+#include <cstdint>
+
+namespace rmsg::posix::seams {
+
+struct Registration {
+  int epoll_fd = -1;  // the lowest number of the set in this process
+  std::uint32_t events = 0;
+  std::uint64_t data = 0;
+};
+
+// The epoll registrations recorded for managed fd whose set is still open, at most `max`
+// of them; -1 when fd is not managed or its registrations are incomplete (more sets than
+// the table keeps, or a set the shim did not see made).
+int registrations(int fd, Registration* out, int max);
+
+}  // namespace rmsg::posix::seams
