@@ -39,7 +39,7 @@ test: deps-test
 	@MAKE='$(MAKE)' scripts/tiers.sh $(TIERS)
 
 test-host: build
-	$(CTEST) --test-dir $(BUILD) -j $(JOBS) -L 'unit|tcp'
+	$(CTEST) --test-dir $(BUILD) -j $(JOBS) -L 'unit|tcp|shim'
 
 # ASan+UBSan: the test binaries (no tools) in their own tree; the RDMA ones run in the guest.
 build-asan/build.ninja: Makefile

@@ -11,9 +11,13 @@ softroce=(qemu-system-x86 linux-image-amd64 busybox-static cpio kmod ibverbs-uti
 # The clang tree (Makefile: test-clang), named one by one: apt here installs no Recommends,
 # and clang-14 alone lacks the sanitizer/libFuzzer runtimes and llvm-symbolizer.
 clang=(clang-14 libclang-rt-14-dev llvm-14)
+# The socket shim's real-program tests (tests/posix/programs/, label shim): the programs
+# they run unmodified, Debian's /usr/bin/python3 that drives them, objdump for the import
+# check.
+shim=(iperf3 redis-server redis-tools python3 binutils)
 case "${1:-build}" in
   build|demo) want=("${build[@]}") ;;
-  test) want=("${build[@]}" "${softroce[@]}" "${clang[@]}") ;;
+  test) want=("${build[@]}" "${softroce[@]}" "${clang[@]}" "${shim[@]}") ;;
   *) echo "usage: $0 build|test|demo" >&2; exit 2 ;;
 esac
 missing=()
@@ -27,5 +31,14 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "rmsg: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# No package may start a daemon here (redis-server's would listen on 6379, iperf3's on
+# 5201; the tests start their own on free ports): invoke-rc.d and deb-systemd-invoke ask
+# policy-rc.d, and 101 means "not now". An existing policy (containers have one) stays.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
