@@ -111,6 +111,8 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   Result<void> watch_completions();
   void unwatch_completions();
   void on_cq_event(bool send);
+  bool arm_completions();
+  bool wants_send_completions() const;
   void finish_setup(std::error_code ec);
   void move_qp_to_error();
 
@@ -212,6 +214,8 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   WatchId send_watch_ = 0;
   WatchId recv_watch_ = 0;
   std::uint64_t poller_ = 0;
+  bool send_armed_ = false;  // ibv_req_notify_cq since the CQ's last event
+  bool recv_armed_ = false;
   RdmaStreamInfo stats_;
   std::unique_ptr<StreamCounters> counters_;  // from cm_acquire (the device is known)
 
