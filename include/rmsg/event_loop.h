@@ -174,9 +174,9 @@ class EventLoop {
   //                         EventLoopOptions::callback_cpu_time is off
   const CounterSet& counters() const noexcept;
 
-  // Busy-poll mode: run() never sleeps, and pollers (below) run on every iteration;
-  // epoll_wait(0) is called only when they found nothing (and at least every 16th
-  // iteration, so that fds are not starved). For the lowest latency at the cost of a core.
+  // Busy-poll mode: run() never sleeps, and pollers (below) run on every iteration, up to
+  // 16 passes until one finds work; epoll_wait(0) is called only when they found nothing
+  // (and at least every 17th iteration, so that fds are not starved). For the lowest latency at the cost of a core.
   void set_busy_poll(bool on) noexcept;
   bool busy_poll() const noexcept;
   // Pollers: work the loop reaps by polling rather than from an fd (RDMA streams poll

@@ -193,12 +193,22 @@ class EventLoop::Impl {
     return static_cast<int>(batch.size());
   }
 
+  // Busy mode: up to PollSet::kCheckEvery passes before the iteration looks at epoll and
+  // the clock, so that an empty pass does not cost an epoll_wait(0) system call.
+  int busy_pass() {
+    for (std::uint32_t i = 0; i < loop::PollSet::kCheckEvery; ++i) {
+      if (const int found = polls_.poll_all(); found > 0) return found;
+      if (wake_signalled_.load(std::memory_order_acquire)) break;
+    }
+    return 0;
+  }
+
   // The pollers before the wait (poll_set.h): busy mode polls once; after work, a spin
   // polls until the budget is spent; a loop about to wait arms them and polls once more.
   // Returns how many pollers found work: then the iteration need not wait at all.
   int poll_phase(Duration timeout) {
     if (polls_.empty()) return 0;
-    if (busy_poll_) return stats_.poll_pass([&] { return polls_.poll_all(); });
+    if (busy_poll_) return stats_.poll_pass([&] { return busy_pass(); });
     int found = 0;
     if (spin_next_ && poll_spin_ > Duration::zero() && timeout != Duration::zero() &&
         deferred_.empty()) {
