@@ -282,7 +282,9 @@ bool RdmaStream::arm_completions() {
 
 bool RdmaStream::wants_send_completions() const {
   if (send_ring_.in_flight() == 0) return false;
-  const bool blocked = send_ring_.free_blocks() == 0 || sq_free() < 2;
+  // Staged bytes wait for credits (the receive CQ) or for SQ slots (a send completion).
+  const bool blocked =
+      send_ring_.free_blocks() == 0 || sq_free() < 2 || send_ring_.staged_blocks() > 0;
   return blocked || !established() || tx_ != TxState::open || !send_ring_.marked_done() ||
          qp_error_;
 }
