@@ -66,6 +66,18 @@ struct EventLoopOptions {
   // iteration, a system call (0.5-0.6 us each measured on a KVM guest, against 0.05 us
   // for CLOCK_MONOTONIC), which would double the cost of a one-callback iteration.
   bool callback_cpu_time = false;
+  // Adaptive polling of the pollers (add_poller; RDMA streams register their CQs): after
+  // an iteration that ran work, the next one polls them for up to poll_spin before it
+  // arms them and sleeps, so that a reply arriving within that time costs no wakeup (no
+  // interrupt, no epoll_wait, no completion-channel read). Zero turns spinning off
+  // (pollers are then armed and polled once before every wait). Ignored with a manual
+  // clock. While it spins, the loop's fds and timers wait, at most poll_spin.
+  Duration poll_spin = std::chrono::microseconds(50);
+  // A spin calls sched_yield every PollSet::kCheckEvery (16) empty passes, when it also
+  // reads the clock: on a machine with fewer CPUs than runnable threads (a small VM) the
+  // spinning thread must not hold off the kernel work it waits for (Soft-RoCE runs the
+  // peer's transport there).
+  bool spin_yield = true;
 };
 
 class EventLoop {
@@ -102,7 +114,9 @@ class EventLoop {
   // timer's own (a periodic timer cancelled in its callback does not fire again).
   bool cancel_timer(TimerId id);
 
-  // Runs `task` on this loop after the current iteration's I/O and timers.
+  // Runs `task` on this loop after the current iteration's I/O and timers. Costs no
+  // system call when called inside an iteration or while run()/run_until() drive the
+  // loop; otherwise it writes the wake eventfd, so that fd() becomes readable.
   void defer(Task task);
   // Thread-safe: queues `task` and wakes the loop. Returns false once the loop is gone
   // is not detectable here: the caller must keep the loop alive while posting.
@@ -137,12 +151,20 @@ class EventLoop {
   // from another thread see each value whole, not one consistent moment across values):
   //   loop.iterations       run_once() calls (run() and run_until() iterate through it)
   //   loop.callbacks        callbacks run: I/O, timers, posted and deferred tasks, and one
-  //                         per busy-poll pass whose pollers found work (not CPU-timed)
+  //                         per poller pass (busy, spin, after arming) that found work
+  //                         (not CPU-timed)
   //   loop.wakeups          epoll_wait returns with at least one event
   //   loop.eventfd_wakeups  of those, ones where the wake eventfd was set (post(), stop(),
-  //                         defer(); several posts before the loop wakes count once)
+  //                         defer() outside the loop; several posts before the loop
+  //                         wakes count once)
   //   loop.posted_tasks     posted tasks run
   //   loop.timers_fired     timer callbacks run (each tick of a periodic timer counts)
+  //   loop.epoll_waits      epoll_wait calls (system calls)
+  //   loop.epoll_skips      iterations that dispatched pollers' work without epoll_wait
+  //   loop.spins            adaptive spins begun (EventLoopOptions::poll_spin)
+  //   loop.spin_polls       poller passes made by those spins
+  //   loop.yields           sched_yield calls of those spins
+  //   loop.arms             pollers armed (their arm() returned true) before a wait
   // and histograms (rmsg::Histogram, power-of-two nanosecond buckets):
   //   loop.iteration_ns     per iteration that ran a callback: real time from its first
   //                         callback to the end of the iteration (sleeping excluded)
@@ -152,13 +174,23 @@ class EventLoop {
   //                         EventLoopOptions::callback_cpu_time is off
   const CounterSet& counters() const noexcept;
 
-  // Busy-poll mode: run() never sleeps in epoll_wait (it polls with a zero timeout), and
-  // pollers (below) run on every iteration. For the lowest latency at the cost of a core.
+  // Busy-poll mode: run() never sleeps, and pollers (below) run on every iteration, up to
+  // 16 passes until one finds work; epoll_wait(0) is called only when they found nothing
+  // (and at least every 17th iteration, so that fds are not starved). For the lowest latency at the cost of a core.
   void set_busy_poll(bool on) noexcept;
   bool busy_poll() const noexcept;
-  // A poller runs at the start of every iteration while busy_poll() is on (RDMA streams
-  // poll their CQs there). Returns true if it found work. Removal is safe from callbacks.
-  std::uint64_t add_poller(std::function<bool()> poll);
+  // Pollers: work the loop reaps by polling rather than from an fd (RDMA streams poll
+  // their CQs). `poll` reaps without blocking and returns true if it found work. `arm`
+  // asks for an fd wakeup (one the owner watches) for the next work and returns true if
+  // it armed just now, false if it was armed already. The loop polls on every iteration in
+  // busy-poll mode, spins after work (EventLoopOptions::poll_spin), and before it waits it
+  // calls every `arm` and then `poll` once more for each that returned true (work that
+  // landed between the last poll and the arm raised no wakeup); it sleeps only if that
+  // found nothing. Without `arm` a poller runs only in busy mode and in spins, and must
+  // wake the loop by other means. A poller that found work is not armed: an embedding
+  // loop sees fd() readable until run_once(0) finds it idle. Removal is safe from callbacks
+  // (a poller removed during a pass is not called again).
+  std::uint64_t add_poller(std::function<bool()> poll, std::function<bool()> arm = {});
   void remove_poller(std::uint64_t id);
 
   // Runs `task` first thing in ~EventLoop, while every method still works (newest hook

@@ -4,16 +4,17 @@
 //
 // Threading: everything is loop-thread-only (the loop passed in); callbacks run on that
 // loop's thread. No thread is created: setup runs on the loop from the rdma_cm event
-// channel, completions from the CQs' completion channels (or EventLoop pollers when
-// busy_poll is on).
+// channel, completions from the loop's pollers (each stream registers its CQs: polled
+// while the loop spins or busy-polls, armed on the completion channels before it sleeps).
 //
 // Resources per stream: one PD, a send CQ and a receive CQ each with a completion channel,
 // one QP, a send ring of send_block_count x send_block_size bytes and a receive ring of
 // recv_block_count x recv_block_size bytes, both registered (pinned) memory. The default
 // geometry (8 x 64 KiB each way) registers 1 MiB per stream: a 64 KiB write is one SEND,
 // which under Soft-RoCE moved 64 KiB streaming from ~0.8x to ~0.9x of raw verbs against
-// 16 x 32 KiB (docs/perf.md). Each write takes at least one block, so a stream of many
-// small writes gets a deeper window from more, smaller blocks.
+// 16 x 32 KiB (docs/perf.md). A write that can go at once takes a block and a credit of
+// its own; writes that find no credit share blocks (staged, docs/protocol.md), so many
+// small writes in flight do not each hold a receive block's worth of credit.
 //
 // Errors beyond stream.h's: system codes from rdma-core (ENODEV: no RDMA stack or device;
 // EADDRNOTAVAIL: no RDMA device on that address), Errc::address_error / route_error /
@@ -110,10 +111,10 @@ Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
 
 // Counters (rmsg/counters.h) of one RDMA stream: bytes_sent/_received, messages_sent/
 // _received (data), control_messages_sent, keepalives_sent/_received, probes_sent
-// (window probes of a writer stalled on credits), credit_stalls,
-// write_would_block, read_would_block, idle_timeouts, wc_flushed, rnr_retry_exceeded,
-// wc_error.<status>, async_event.<type>. Null when `stream` is not an RDMA stream or has
-// no device yet; valid while the stream lives.
+// (window probes of a writer stalled on credits), credit_stalls, write_would_block,
+// read_would_block, bytes_staged (written while no SEND could go: staged), idle_timeouts,
+// wc_flushed, rnr_retry_exceeded, wc_error.<status>, async_event.<type>. Null when `stream` is not
+// an RDMA stream or has no device yet; valid while the stream lives.
 const CounterSet* rdma_stream_counters(const Stream& stream);
 // The same counters summed per device over every stream of the process (created on
 // first use, never destroyed; thread-safe).

@@ -5,6 +5,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "loop/loop_stats.h"
 #include "loop/loop_thread.h"
+#include "loop/poll_set.h"
 #include "loop/timer_heap.h"
 
 namespace rmsg {
@@ -24,6 +26,9 @@ namespace {
 constexpr std::uint64_t kWakeKey = ~0ull;
 constexpr std::uint64_t kTimerKey = ~0ull - 1;
 constexpr int kMaxEvents = 64;
+// Iterations in a row whose pollers found work may skip epoll_wait; then one looks, so
+// that the loop's other fds (sockets, the timerfd) are never starved by busy pollers.
+constexpr int kMaxEpollSkips = 16;
 
 std::uint32_t to_epoll(std::uint32_t interest) {
   return ((interest & kReadable) ? EPOLLIN | EPOLLRDHUP : 0u) |
@@ -66,7 +71,9 @@ class EventLoop::Impl {
         timer_(std::move(timer)),
         manual_(options.clock),
         random_(options.seed ? *options.seed : random_seed()),
-        stats_(options.callback_cpu_time) {}
+        stats_(options.callback_cpu_time),
+        polls_(stats_.mutable_set(), options.spin_yield),
+        poll_spin_(manual_ ? Duration::zero() : options.poll_spin) {}
 
   struct Watcher {
     int fd;
@@ -81,16 +88,23 @@ class EventLoop::Impl {
   std::atomic<bool> stop_{false};
   std::atomic<bool> wake_signalled_{false};
   bool busy_poll_ = false;
+  // run() or run_until() drives the loop: it comes back for deferred work by itself, so
+  // nothing needs the eventfd to keep fd() readable (that is for embedding loops).
+  bool driving_ = false;
+  bool in_iteration_ = false;
   const std::shared_ptr<ManualClock> manual_;  // null: steady_clock
   Random random_;
   loop::LoopStats stats_;
+  loop::PollSet polls_;
+  const Duration poll_spin_;  // zero: no spinning (off, or a manual clock)
+  bool spin_next_ = false;    // the last iteration ran work: the next one spins first
+  int epoll_skips_ = 0;       // iterations in a row that skipped epoll_wait
 
   std::uint64_t next_id_ = 1;
   std::unordered_map<WatchId, Watcher> watchers_;
   loop::TimerHeap timers_;
   Clock::time_point armed_{Clock::time_point::max()};
   std::vector<Task> deferred_;
-  std::map<std::uint64_t, std::shared_ptr<std::function<bool()>>> pollers_;
   std::map<std::uint64_t, Task> destroy_hooks_;
   std::vector<std::pair<const void*, std::shared_ptr<void>>> services_;  // oldest first
 
@@ -179,15 +193,35 @@ class EventLoop::Impl {
     return static_cast<int>(batch.size());
   }
 
-  int run_pollers() {
-    std::vector<std::shared_ptr<std::function<bool()>>> snapshot;
-    snapshot.reserve(pollers_.size());
-    for (auto& [id, p] : pollers_) snapshot.push_back(p);
-    return stats_.poll_pass([&] {
-      int found = 0;
-      for (auto& p : snapshot) found += (*p)() ? 1 : 0;
-      return found;
-    });
+  // Busy mode: up to PollSet::kCheckEvery passes before the iteration looks at epoll and
+  // the clock, so that an empty pass does not cost an epoll_wait(0) system call.
+  int busy_pass() {
+    for (std::uint32_t i = 0; i < loop::PollSet::kCheckEvery; ++i) {
+      if (const int found = polls_.poll_all(); found > 0) return found;
+      if (wake_signalled_.load(std::memory_order_acquire)) break;
+    }
+    return 0;
+  }
+
+  // The pollers before the wait (poll_set.h): busy mode polls once; after work, a spin
+  // polls until the budget is spent; a loop about to wait arms them and polls once more.
+  // Returns how many pollers found work: then the iteration need not wait at all.
+  int poll_phase(Duration timeout) {
+    if (polls_.empty()) return 0;
+    if (busy_poll_) return stats_.poll_pass([&] { return busy_pass(); });
+    int found = 0;
+    if (spin_next_ && poll_spin_ > Duration::zero() && timeout != Duration::zero() &&
+        deferred_.empty()) {
+      auto limit = Clock::now() + poll_spin_;
+      limit = std::min(limit, timers_.next());
+      if (timeout > Duration::zero()) limit = std::min(limit, Clock::now() + timeout);
+      found = stats_.poll_pass([&] { return polls_.spin(limit, wake_signalled_); });
+    }
+    // Arm only before a wait, or when an embedding loop may sleep on fd() next.
+    if (found == 0 && (wait_ms(timeout) != 0 || !driving_)) {
+      found = stats_.poll_pass([&] { return polls_.arm_all(); });
+    }
+    return found;
   }
 
   int wait_ms(Duration timeout) {
@@ -202,10 +236,22 @@ class EventLoop::Impl {
   Result<int> run_once(Duration timeout) {
     owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
     stats_.begin_iteration();
-    int ran = busy_poll_ && !pollers_.empty() ? run_pollers() : 0;
+    in_iteration_ = true;
+    const int found = poll_phase(timeout);
+    int ran = found;
     epoll_event events[kMaxEvents];
-    const int n = ::epoll_wait(ep_.get(), events, kMaxEvents, ran > 0 ? 0 : wait_ms(timeout));
-    if (n < 0 && errno != EINTR) return errno_code(errno);
+    // Work found by the pollers is dispatched without a look at epoll (a system call), up
+    // to kMaxEpollSkips iterations in a row, and unless a post or stop() is pending.
+    const bool skip = found > 0 && epoll_skips_ < kMaxEpollSkips &&
+                      !wake_signalled_.load(std::memory_order_acquire);
+    epoll_skips_ = skip ? epoll_skips_ + 1 : 0;
+    stats_.epoll_called(!skip);
+    const int n =
+        skip ? 0 : ::epoll_wait(ep_.get(), events, kMaxEvents, found > 0 ? 0 : wait_ms(timeout));
+    if (n < 0 && errno != EINTR) {
+      in_iteration_ = false;
+      return errno_code(errno);
+    }
     stats_.woke(n);
     bool timerfd_fired = false;
     bool woken = false;
@@ -237,11 +283,33 @@ class EventLoop::Impl {
     }
     if (timerfd_fired || timers_due()) ran += fire_timers();
     ran += run_deferred();
-    // Keeps fd() readable for an embedding loop.
-    if (!deferred_.empty() || (manual_ && timers_due())) signal();
+    spin_next_ = ran > 0;
+    in_iteration_ = false;
+    // Keeps fd() readable for an embedding loop, which has to come back for deferred
+    // work and for pollers that found work (they are not armed).
+    if (!driving_ && (!deferred_.empty() || found > 0 || (manual_ && timers_due()))) signal();
     stats_.end_iteration();
     return ran;
   }
+
+  // Marks the loop driven by run()/run_until() for a scope; on leaving, an embedding loop
+  // that takes over must still see pending deferred work through fd().
+  class Driving {
+   public:
+    explicit Driving(Impl& impl) : impl_(impl), was_(std::exchange(impl.driving_, true)) {}
+    Driving(const Driving&) = delete;
+    Driving& operator=(const Driving&) = delete;
+    Driving(Driving&&) = delete;
+    Driving& operator=(Driving&&) = delete;
+    ~Driving() {
+      impl_.driving_ = was_;
+      if (!was_ && !impl_.deferred_.empty()) impl_.signal();
+    }
+
+   private:
+    Impl& impl_;
+    const bool was_;
+  };
 };
 
 Result<std::unique_ptr<EventLoop>> EventLoop::create() {
@@ -374,7 +442,9 @@ bool EventLoop::cancel_timer(TimerId id) {
 void EventLoop::defer(Task task) {
   RMSG_ASSERT_LOOP_THREAD(*this);
   impl_->deferred_.push_back(std::move(task));
-  impl_->signal();
+  // Inside an iteration, or while run()/run_until() drive the loop, the loop comes back
+  // for it without being woken: no eventfd write (and no read of it back).
+  if (!impl_->in_iteration_ && !impl_->driving_) impl_->signal();
 }
 
 void EventLoop::post(Task task) {
@@ -386,6 +456,7 @@ void EventLoop::post(Task task) {
 }
 
 Result<void> EventLoop::run() {
+  const Impl::Driving driving(*impl_);
   // exchange: each stop() ends exactly one run(), also when it came before run() started.
   while (!impl_->stop_.exchange(false, std::memory_order_acq_rel)) {
     auto r = impl_->run_once(Duration(-1));
@@ -407,6 +478,7 @@ bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point d
   // Whoever runs the loop owns it from here (its guard timer below is loop-thread-only).
   impl_->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   if (done()) return true;
+  const Impl::Driving driving(*impl_);
   // One loop timer for the deadline instead of a timeout on every epoll_wait: a timed
   // epoll_wait arms a kernel timer per sleep, which costs about a microsecond a wakeup.
   const auto now = impl_->now();
@@ -449,16 +521,16 @@ bool EventLoop::busy_poll() const noexcept {
   return impl_->busy_poll_;
 }
 
-std::uint64_t EventLoop::add_poller(std::function<bool()> poll) {
+std::uint64_t EventLoop::add_poller(std::function<bool()> poll, std::function<bool()> arm) {
   RMSG_ASSERT_LOOP_THREAD(*this);
   const auto id = impl_->next_id_++;
-  impl_->pollers_.emplace(id, std::make_shared<std::function<bool()>>(std::move(poll)));
+  impl_->polls_.add(id, std::move(poll), std::move(arm));
   return id;
 }
 
 void EventLoop::remove_poller(std::uint64_t id) {
   RMSG_ASSERT_LOOP_THREAD(*this);
-  impl_->pollers_.erase(id);
+  impl_->polls_.remove(id);
 }
 
 int EventLoop::fd() const noexcept {

@@ -9,6 +9,8 @@ LoopStats::LoopStats(bool cpu_time)
       eventfd_wakeups_(set_.counter("loop.eventfd_wakeups")),
       posted_(set_.counter("loop.posted_tasks")),
       timers_fired_(set_.counter("loop.timers_fired")),
+      epoll_waits_(set_.counter("loop.epoll_waits")),
+      epoll_skips_(set_.counter("loop.epoll_skips")),
       iteration_ns_(set_.histogram("loop.iteration_ns")),
       callback_cpu_ns_(set_.histogram("loop.callback_cpu_ns")),
       cpu_time_(cpu_time) {}

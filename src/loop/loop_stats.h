@@ -7,8 +7,8 @@
 // reading closes one callback's interval and opens the next one's (so the loop's own
 // bookkeeping between two callbacks is charged to the second). That clock is a system
 // call, so the CPU histogram is opt-in (EventLoopOptions::callback_cpu_time).
-// An iteration that runs nothing (an idle poll) costs a counter store or two; in busy-poll
-// mode, one CLOCK_MONOTONIC read more.
+// An iteration that runs nothing (an idle poll) costs a counter store or two; a poller
+// pass that finds nothing reads no clock.
 #pragma once
 
 #include <time.h>
@@ -48,20 +48,26 @@ class LoopStats {
   // Runs the busy-poll pollers (`pass` returns how many found work). A pass runs on
   // every iteration, so it is not CPU-timed (that would be a system call per spin); one
   // that found work counts as a callback and starts the iteration's dispatch time.
+  // The clock is read only after a pass that found work (a spin makes many passes that
+  // find nothing), so the dispatch time starts after the pass.
   template <class F>
   int poll_pass(F&& pass) {
-    const auto t0 = read_ns(CLOCK_MONOTONIC);
     const int found = pass();
     if (found > 0) {
       callbacks_.add_owned();
-      if (!started_) {
-        started_ = true;
-        wall_start_ = t0;
-        if (cpu_time_) cpu_mark_ = read_ns(CLOCK_THREAD_CPUTIME_ID);
-      }
+      if (!started_) start();
     }
     return found;
   }
+  // epoll_wait was called (false: skipped, pollers had found work).
+  void epoll_called(bool called) noexcept {
+    if (called) {
+      epoll_waits_.add_owned();
+    } else {
+      epoll_skips_.add_owned();
+    }
+  }
+  CounterSet& mutable_set() noexcept { return set_; }
 
   // Ends the iteration begun at begin_iteration(): records its dispatch time if it ran anything.
   void end_iteration() noexcept;
@@ -83,6 +89,8 @@ class LoopStats {
   Counter& eventfd_wakeups_;
   Counter& posted_;
   Counter& timers_fired_;
+  Counter& epoll_waits_;
+  Counter& epoll_skips_;
   Histogram& iteration_ns_;
   Histogram& callback_cpu_ns_;
   const bool cpu_time_;

@@ -10,11 +10,17 @@
 //         SENDs go in chains of up to 16 WRs, one ibv_post_send each), selectively
 //         signalled: a WR is signalled when it takes the last free block or the send
 //         queue's last data slot, or every K/2 WRs, so a blocked writer always has a
-//         completion coming that frees space.
+//         completion coming that frees space. What cannot be posted at once (fewer than
+//         2 credits, no SQ slot) is staged: appended to the last unposted block
+//         (SendRing::stage) and returned as written; flush_staged() posts staged blocks,
+//         oldest first, when credits or slots return, before any newer bytes.
 //   recv  R blocks, all posted before connect/accept; completions queue blocks with their
 //         lengths (RecvRing); read() copies across blocks and re-posts each consumed one (S2.6). An
 //         invalid completion fails this stream only.
 //   flow  Credits (credits.h): no SEND without a peer receive for it.
+//   poll  the loop's poller (EventLoop::add_poller): poll_completions() reaps both CQs;
+//         arm_completions() arms them before the loop sleeps (the send CQ only while a
+//         sender waits: wants_send_completions()); a channel event is read once.
 //   ready readiness callbacks run when their condition becomes true (a completion or a
 //         state change: changed()), when set while it holds, and again after a call only
 //         if that call made progress (read/write moved bytes, or the state changed) —
@@ -111,6 +117,8 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   Result<void> watch_completions();
   void unwatch_completions();
   void on_cq_event(bool send);
+  bool arm_completions();
+  bool wants_send_completions() const;
   void finish_setup(std::error_code ec);
   void move_qp_to_error();
 
@@ -146,6 +154,10 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
                             bool signal = false);
   void stage_message(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len,
                      bool signal = false);
+  void add_wr(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len,
+              const SendRing::Post& post);
+  std::size_t stage_rest(GatherSource& src, std::size_t left);
+  Result<void> flush_staged();
   Result<void> post_chain(SendChain& chain);
   Result<void> post_probe();
   Result<void> repost(std::uint32_t block);
@@ -212,6 +224,8 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   WatchId send_watch_ = 0;
   WatchId recv_watch_ = 0;
   std::uint64_t poller_ = 0;
+  bool send_armed_ = false;  // ibv_req_notify_cq since the CQ's last event
+  bool recv_armed_ = false;
   RdmaStreamInfo stats_;
   std::unique_ptr<StreamCounters> counters_;  // from cm_acquire (the device is known)
 

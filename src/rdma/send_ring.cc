@@ -2,6 +2,7 @@
 #include "rdma/send_ring.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/debug_assert.h"
 
@@ -14,33 +15,78 @@ void SendRing::reset(std::uint32_t blocks, std::uint32_t slots, std::uint32_t fi
   head_ = blocks == 0 ? 0 : first_block % blocks;
   oldest_ = slots == 0 ? 0 : first_slot % slots;
   blocks_in_use_ = 0;
+  staged_ = 0;
   in_flight_ = 0;
   unsignalled_ = 0;
   marked_ = 0;
   slot_blocks_.assign(slots, 0);
   block_busy_.assign(blocks, 0);
+  fill_.assign(blocks, 0);
+}
+
+// Without a signalled WR at the point where space runs out, no completion would come to
+// free it, and writable readiness would never hold again.
+bool SendRing::signal_rule(bool force, std::uint32_t blocks_after,
+                           std::uint32_t slots_after) const {
+  const std::uint32_t interval = std::max<std::uint32_t>(1, blocks_ / 2);
+  return force || blocks_after == 0 || slots_after <= 1 || unsignalled_ + 1 >= interval;
+}
+
+SendRing::Post SendRing::take_slot(bool data, std::uint32_t block, bool signal) {
+  Post p{(oldest_ + in_flight_) % slots_, block, signal, 0};
+  slot_blocks_[p.slot] = data ? 1 : 0;
+  ++in_flight_;
+  unsignalled_ = signal ? 0 : unsignalled_ + 1;
+  return p;
 }
 
 SendRing::Post SendRing::post(bool data, bool force_signal) {
   RMSG_DEBUG_ASSERT(in_flight_ < slots_);
-  RMSG_DEBUG_ASSERT(!data || blocks_in_use_ < blocks_);
-  const std::uint32_t blocks_after = free_blocks() - (data ? 1 : 0);
-  const std::uint32_t slots_after = free_slots() - 1;
-  const std::uint32_t interval = std::max<std::uint32_t>(1, blocks_ / 2);
-  // Without a signalled WR at the point where space runs out, no completion would come to
-  // free it, and writable readiness would never hold again.
-  const bool signal =
-      force_signal || blocks_after == 0 || slots_after <= 1 || unsignalled_ + 1 >= interval;
-  Post p{(oldest_ + in_flight_) % slots_, head_, signal};
-  slot_blocks_[p.slot] = data ? 1 : 0;
-  ++in_flight_;
+  RMSG_DEBUG_ASSERT(!data || (free_blocks() > 0 && staged_ == 0));
+  const bool signal = signal_rule(force_signal, free_blocks() - (data ? 1 : 0), free_slots() - 1);
+  const Post p = take_slot(data, head_, signal);
   if (data) {
     RMSG_DEBUG_ASSERT(block_busy_[head_] == 0);  // never handed out twice
     block_busy_[head_] = 1;
     ++blocks_in_use_;
     head_ = head_ + 1 == blocks_ ? 0 : head_ + 1;
   }
-  unsignalled_ = signal ? 0 : unsignalled_ + 1;
+  check();
+  return p;
+}
+
+bool SendRing::can_stage(std::uint32_t capacity) const noexcept {
+  if (free_blocks() > 0) return true;
+  return staged_ > 0 && fill_[head_ == 0 ? blocks_ - 1 : head_ - 1] < capacity;
+}
+
+SendRing::Stage SendRing::stage(std::uint32_t capacity, std::uint32_t want) {
+  if (staged_ > 0) {
+    const std::uint32_t last = head_ == 0 ? blocks_ - 1 : head_ - 1;
+    if (fill_[last] < capacity) {
+      const Stage st{last, fill_[last], std::min(want, capacity - fill_[last])};
+      fill_[last] += st.len;
+      return st;
+    }
+  }
+  if (free_blocks() == 0) return {0, 0, 0};
+  RMSG_DEBUG_ASSERT(block_busy_[head_] == 0);
+  const Stage st{head_, 0, std::min(want, capacity)};
+  block_busy_[head_] = 1;
+  fill_[head_] = st.len;
+  ++staged_;
+  head_ = head_ + 1 == blocks_ ? 0 : head_ + 1;
+  check();
+  return st;
+}
+
+SendRing::Post SendRing::post_staged(bool force_signal) {
+  RMSG_DEBUG_ASSERT(in_flight_ < slots_ && staged_ > 0);
+  const std::uint32_t block = (head_ + blocks_ - staged_) % blocks_;
+  Post p = take_slot(true, block, signal_rule(force_signal, free_blocks(), free_slots() - 1));
+  p.len = std::exchange(fill_[block], 0);
+  --staged_;
+  ++blocks_in_use_;
   check();
   return p;
 }
@@ -52,7 +98,7 @@ std::uint32_t SendRing::complete(std::uint32_t slot) {
   const std::uint32_t n = distance + 1;
   // The oldest block in use: blocks are taken in order, so the WRs completing now free
   // the blocks from there on.
-  std::uint32_t tail = (head_ + blocks_ - blocks_in_use_) % blocks_;
+  std::uint32_t tail = (head_ + 2 * blocks_ - blocks_in_use_ - staged_) % blocks_;
   for (std::uint32_t i = 0; i < n; ++i) {
     const std::uint32_t s = (oldest_ + i) % slots_;
     if (slot_blocks_[s] != 0) {
@@ -71,7 +117,7 @@ std::uint32_t SendRing::complete(std::uint32_t slot) {
 }
 
 void SendRing::check() const {
-  RMSG_DEBUG_ASSERT(blocks_in_use_ <= blocks_);
+  RMSG_DEBUG_ASSERT(blocks_in_use_ + staged_ <= blocks_);
   RMSG_DEBUG_ASSERT(in_flight_ <= slots_);
   RMSG_DEBUG_ASSERT(blocks_in_use_ <= in_flight_);  // each block in use has its WR in flight
   RMSG_DEBUG_ASSERT(marked_ <= in_flight_);

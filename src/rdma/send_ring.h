@@ -13,8 +13,13 @@
 // in order; unsignalled WRs complete with the next signalled one). A slot that is not in
 // flight (a bogus or repeated completion) is refused, not counted.
 //
-// Invariants (checked in debug builds): blocks in use <= blocks, WRs in flight <= slots,
-// a block is handed out only when free, and never twice.
+// Staging: bytes that cannot be posted now (no credit, no SQ slot) fill unposted blocks
+// that follow the posted ones, appending to the last while it has room; post_staged()
+// posts the oldest of them later. Blocks go out in ring order whichever way they are
+// posted, so the bytes keep their order and completions free blocks in order.
+//
+// Invariants (checked in debug builds): blocks in use + staged <= blocks, WRs in flight <=
+// slots, a block is handed out only when free, and never twice.
 //
 // Threading: none of its own (the stream's loop thread).
 #pragma once
@@ -30,6 +35,13 @@ class SendRing {
     std::uint32_t slot;   // the WR's send-queue slot: its wr_id index
     std::uint32_t block;  // the block a data WR fills (meaningless for control)
     bool signalled;       // post it IBV_SEND_SIGNALED
+    std::uint32_t len;    // post_staged(): the bytes staged in the block
+  };
+  // Room for staged bytes: `len` bytes at `offset` of `block` (len 0: no room).
+  struct Stage {
+    std::uint32_t block;
+    std::uint32_t offset;
+    std::uint32_t len;
   };
 
   // `blocks` send blocks (>= 1) and `slots` WR slots (the SQ depth, > blocks). The first
@@ -40,17 +52,29 @@ class SendRing {
 
   std::uint32_t blocks() const noexcept { return blocks_; }
   std::uint32_t slots() const noexcept { return slots_; }
-  std::uint32_t free_blocks() const noexcept { return blocks_ - blocks_in_use_; }
+  std::uint32_t free_blocks() const noexcept { return blocks_ - blocks_in_use_ - staged_; }
+  std::uint32_t staged_blocks() const noexcept { return staged_; }
   std::uint32_t free_slots() const noexcept { return slots_ - in_flight_; }
   std::uint32_t in_flight() const noexcept { return in_flight_; }
   // The block the next data message fills.
   std::uint32_t head_block() const noexcept { return head_; }
 
-  // The next WR is posted: a data WR takes the head block (free_blocks() > 0), every WR
-  // a slot (free_slots() > 0). `force_signal`: signalled whatever the rule says.
+  // The next WR is posted: a data WR takes the head block (free_blocks() > 0, nothing
+  // staged), every WR a slot (free_slots() > 0). `force_signal`: signalled whatever the
+  // rule says.
   // Signalled when it takes the last free block or leaves at most one slot, or every
   // blocks/2 WRs: a writer that runs out of space always has a completion coming.
   Post post(bool data, bool force_signal = false);
+
+  // Up to `want` bytes staged in blocks of `capacity` bytes: the rest of the last staged
+  // block if it has room, else a free block, which becomes staged. Returns where the
+  // caller copies them (len 0: every block is posted or staged full).
+  Stage stage(std::uint32_t capacity, std::uint32_t want);
+  // True when stage() would find room.
+  bool can_stage(std::uint32_t capacity) const noexcept;
+  // The oldest staged block is posted (staged_blocks() > 0, free_slots() > 0): its slot,
+  // signalling (the rule of post()) and length.
+  Post post_staged(bool force_signal = false);
 
   // A successful send completion of `slot`. Returns the number of WRs it completed; 0 when
   // the slot is not in flight.
@@ -67,13 +91,18 @@ class SendRing {
   std::uint32_t blocks_ = 0;
   std::uint32_t slots_ = 0;
   std::uint32_t head_ = 0;                 // next block to fill
-  std::uint32_t blocks_in_use_ = 0;        // filled and not known complete
+  std::uint32_t blocks_in_use_ = 0;        // posted and not known complete
+  std::uint32_t staged_ = 0;               // filled and not posted (after those in use)
   std::uint32_t oldest_ = 0;               // slot of the oldest WR in flight
   std::uint32_t in_flight_ = 0;            // WRs posted and not known complete
   std::uint32_t unsignalled_ = 0;          // WRs since the last signalled one
   std::uint32_t marked_ = 0;               // WRs of the mark still in flight
   std::vector<std::uint8_t> slot_blocks_;  // per slot: blocks its WR holds (0 or 1)
   std::vector<std::uint8_t> block_busy_;   // per block: handed out and not freed
+  std::vector<std::uint32_t> fill_;        // per staged block: bytes in it
+
+  bool signal_rule(bool force, std::uint32_t blocks_after, std::uint32_t slots_after) const;
+  Post take_slot(bool data, std::uint32_t block, bool signal);
 };
 
 }  // namespace rmsg::rdma

@@ -53,6 +53,7 @@ class StreamCounters {
   Pair probes_sent = pair("probes_sent");      // zero-length RDMA WRITEs of a stalled writer
   Pair credit_stalls = pair("credit_stalls");  // writes that stopped for lack of credits
   Pair write_would_block = pair("write_would_block");
+  Pair bytes_staged = pair("bytes_staged");  // written while no SEND could go: staged
   Pair read_would_block = pair("read_would_block");
   Pair idle_timeouts = pair("idle_timeouts");
   Pair wc_flushed = pair("wc_flushed");

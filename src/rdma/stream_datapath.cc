@@ -73,8 +73,11 @@ Result<std::size_t> RdmaStream::writev(std::span<const std::span<const std::byte
   return send_data(src);
 }
 
-// write and writev: the bytes go into as many blocks as fit now (credits, free blocks,
-// SQ slots), one SEND each, and every chain of up to SendChain::kMax is one post.
+// write and writev: the bytes go into as many blocks as can be posted now (credits, free
+// blocks, SQ slots), one SEND each, and every chain of up to SendChain::kMax is one post.
+// What cannot be posted now is staged (SendRing::stage): appended to the last unposted
+// block, so that many small writes stalled on credits share blocks and go out later in
+// few SENDs (flush_staged). Staged bytes go before any new ones.
 Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
   if (error_) return error_;
   if (tx_ != TxState::open) return Errc::shutdown;
@@ -87,16 +90,13 @@ Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
     if (poll_send_cq() > 0) changed();
   }
   if (error_) return error_;  // a bad completion just reaped
+  if (auto r = flush_staged(); !r) return write_failed(r.error(), 0);
   SendChain chain;
   std::size_t staged = 0;  // bytes in the chain
   std::size_t done = 0;    // bytes posted
-  while (done + staged < size) {
-    if (!credits_.can_send_data()) {
-      ++stats_.credit_stalls;
-      counters_->credit_stalls.add();
-      break;
-    }
-    if (send_ring_.free_blocks() == 0 || sq_free() < 2) break;  // one SQ slot stays for control
+  while (done + staged < size && send_ring_.staged_blocks() == 0) {
+    // one SQ slot stays for control
+    if (!credits_.can_send_data() || send_ring_.free_blocks() == 0 || sq_free() < 2) break;
     if (chain.full()) {
       if (auto r = post_chain(chain); !r) return write_failed(r.error(), done);
       done += std::exchange(staged, 0);
@@ -110,6 +110,11 @@ Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
   }
   if (auto r = post_chain(chain); !r) return write_failed(r.error(), done);
   done += staged;
+  if (done < size && !credits_.can_send_data()) {
+    ++stats_.credit_stalls;
+    counters_->credit_stalls.add();
+  }
+  done += stage_rest(src, size - done);
   if (done == 0) {
     counters_->write_would_block.add();
     return Errc::would_block;
@@ -117,6 +122,32 @@ Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
   counters_->bytes_sent.add(done);
   ++progress_;
   return done;
+}
+
+// Copies up to `left` more bytes of `src` into staged blocks; returns how many fit.
+std::size_t RdmaStream::stage_rest(GatherSource& src, std::size_t left) {
+  std::size_t done = 0;
+  while (done < left) {
+    const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(max_message_, left - done));
+    const SendRing::Stage st = send_ring_.stage(max_message_, want);
+    if (st.len == 0) break;
+    src.copy_to(res_->send_block(st.block) + st.offset, st.len);
+    done += st.len;
+  }
+  if (done > 0) counters_->bytes_staged.add(done);
+  return done;
+}
+
+// Posts staged blocks, oldest first, while credits and SQ slots allow: one SEND each.
+Result<void> RdmaStream::flush_staged() {
+  if (send_ring_.staged_blocks() == 0) return {};
+  SendChain chain;
+  while (send_ring_.staged_blocks() > 0 && credits_.can_send_data() && sq_free() >= 2) {
+    if (chain.full()) RMSG_TRY(post_chain(chain));
+    const SendRing::Post post = send_ring_.post_staged();
+    add_wr(chain, wire::MsgType::data, res_->send_block(post.block), post.len, post);
+  }
+  return post_chain(chain);
 }
 
 // A post failed: the stream fails; what earlier chains posted was taken.
@@ -183,7 +214,12 @@ Result<void> RdmaStream::post_message(wire::MsgType type, const std::byte* src, 
 void RdmaStream::stage_message(SendChain& chain, wire::MsgType type, const std::byte* src,
                                std::uint32_t len, bool signal) {
   const bool data = type == wire::MsgType::data;
-  const SendRing::Post post = send_ring_.post(data, signal);  // block, slot, signalling decision
+  add_wr(chain, type, src, len, send_ring_.post(data, signal));  // block, slot, signalling
+}
+
+void RdmaStream::add_wr(SendChain& chain, wire::MsgType type, const std::byte* src,
+                        std::uint32_t len, const SendRing::Post& post) {
+  const bool data = type == wire::MsgType::data;
   const int i = chain.n++;
   ibv_sge& sge = chain.sge[i];
   sge = {reinterpret_cast<std::uintptr_t>(src), len, res_->send_mr->lkey};
@@ -254,7 +290,9 @@ Result<void> RdmaStream::repost(std::uint32_t block) {
 
 void RdmaStream::flush_control() {
   if (!running() || error_ || qp_error_) return;
-  if (tx_ == TxState::fin_pending && credits_.can_send_data() && sq_free() >= 1) {
+  if (auto r = flush_staged(); !r) return fail(r.error());
+  if (tx_ == TxState::fin_pending && send_ring_.staged_blocks() == 0 && credits_.can_send_data() &&
+      sq_free() >= 1) {
     // Signalled: its completion says the peer's transport has the FIN (a graceful close
     // waits for it).
     if (auto r = post_message(wire::MsgType::fin, nullptr, 0, true); !r) return fail(r.error());

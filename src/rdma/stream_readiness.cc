@@ -31,8 +31,8 @@ bool RdmaStream::readable_now() const {
 // shutdown_write() (Errc::shutdown), as stream.h promises.
 bool RdmaStream::writable_now() const {
   if (error_ || rx_ == RxState::gone || tx_ != TxState::open) return true;
-  return established() && credits_.can_send_data() && send_ring_.free_blocks() > 0 &&
-         sq_free() >= 2;
+  // write() takes bytes whenever they can be posted or staged (rdma_stream.h, "send").
+  return established() && send_ring_.can_stage(max_message_);
 }
 
 // A state change: both callbacks are due if their condition holds.

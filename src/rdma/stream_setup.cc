@@ -225,17 +225,19 @@ void RdmaStream::finish_setup(std::error_code ec) {
   });
 }
 
+// The CQs are armed by the loop before it sleeps (arm_completions, EventLoop::add_poller):
+// while the loop spins or stays busy, completions raise no event at all.
 Result<void> RdmaStream::watch_completions() {
   for (const bool send : {true, false}) {
-    auto& cq = send ? res_->send_cq : res_->recv_cq;
-    RMSG_TRY(verbs::check_rc(ibv_req_notify_cq(cq.get(), 0)));
     const int fd = (send ? res_->send_channel : res_->recv_channel)->fd;
     auto w = loop_.watch(fd, kReadable, [this, send](std::uint32_t) { on_cq_event(send); });
     if (!w) return w.error();
     (send ? send_watch_ : recv_watch_) = w.value();
   }
-  // Runs only while the loop is in busy-poll mode.
-  poller_ = loop_.add_poller([this] { return poll_completions(); });
+  send_armed_ = false;
+  recv_armed_ = false;
+  poller_ =
+      loop_.add_poller([this] { return poll_completions(); }, [this] { return arm_completions(); });
   return {};
 }
 
@@ -245,12 +247,46 @@ void RdmaStream::unwatch_completions() {
   if (poller_ != 0) loop_.remove_poller(std::exchange(poller_, 0));
 }
 
+// An armed CQ raises one event and is then disarmed, so one read takes it (a second read
+// would only return EAGAIN); the loop re-arms before it sleeps.
 void RdmaStream::on_cq_event(bool send) {
   auto& channel = send ? res_->send_channel : res_->recv_channel;
   auto& cq = send ? res_->send_cq : res_->recv_cq;
-  // Re-arm before polling: a completion landing after the poll then raises a new event.
-  if (auto armed = cq.drain_and_rearm(channel.get()); !armed) fail(armed.error());
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  if (ibv_get_cq_event(channel.get(), &ev_cq, &ev_ctx) == 0) {
+    cq.note_events(1);
+    (send ? send_armed_ : recv_armed_) = false;
+  }
   poll_completions();
+}
+
+// The receive CQ is always armed before a sleep (data, credits, FIN and errors arrive
+// there; a QP in error flushes its receives there too). The send CQ only when a sender
+// waits for a completion: a writer out of blocks or SQ slots, a FIN or window probe in
+// flight, a stream not plainly established. Otherwise send completions are reaped when a
+// write needs their blocks or in any other poll, and cost no event.
+bool RdmaStream::arm_completions() {
+  if (!res_) return false;
+  bool armed = false;
+  auto arm = [&](verbs::Cq& cq, bool& flag) {
+    if (flag) return;
+    if (const int rc = ibv_req_notify_cq(cq.get(), 0); rc != 0) return fail(errno_code(rc));
+    flag = true;
+    armed = true;
+  };
+  arm(res_->recv_cq, recv_armed_);
+  if (wants_send_completions()) arm(res_->send_cq, send_armed_);
+  return armed;
+}
+
+bool RdmaStream::wants_send_completions() const {
+  if (send_ring_.in_flight() == 0) return false;
+  // Staged bytes wait for credits (the receive CQ) or for SQ slots (a send completion).
+  const bool blocked =
+      send_ring_.free_blocks() == 0 || sq_free() < 2 || send_ring_.staged_blocks() > 0;
+  return blocked || !established() || tx_ != TxState::open || !send_ring_.marked_done() ||
+         qp_error_;
 }
 
 void RdmaStream::move_qp_to_error() {

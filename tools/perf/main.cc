@@ -1,5 +1,7 @@
 // rmsg-perf: latency and bandwidth of rmsg's transports, each result next to a baseline
 // (plain blocking sockets) measured in the same run. See docs/perf.md.
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <optional>
@@ -54,6 +56,7 @@ int fail(const std::string& what) {
 std::optional<Setup> make_setup(const Options& o, std::string& why) {
   RunOptions ro;
   ro.busy_poll = o.busy_poll;
+  ro.poll_spin_us = o.poll_spin_us;
   ro.one_thread = o.one_thread;
   ro.counters = o.counters;
   ro.block_count = o.block_count;
@@ -135,13 +138,25 @@ int serve(Setup& s, const std::string& where) {
 std::optional<Row> measure(Runner& r, const SocketAddress& to, const Spec& spec, int& rc) {
   Progress progress(std::string(to_string(spec.test)) + " " + r.name() + " " +
                     std::to_string(spec.size) + " B");
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
   auto m = r.run(to, spec, progress);
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
   if (!m) {
     rc = fail(r.name() + " " + to_string(spec.test) + " " + std::to_string(spec.size) +
               " B against " + to.to_string() + ": " + m.error().message());
     return std::nullopt;
   }
-  return summarize(r.name(), spec, std::move(m).value());
+  Row row = summarize(r.name(), spec, std::move(m).value());
+  const auto us = [](const timeval& a, const timeval& b) {
+    return static_cast<double>(b.tv_sec - a.tv_sec) * 1e6 +
+           static_cast<double>(b.tv_usec - a.tv_usec);
+  };
+  const double n = spec.iters > 0 ? static_cast<double>(spec.iters) : 1.0;
+  row.user_us_per_msg = us(before.ru_utime, after.ru_utime) / n;
+  row.sys_us_per_msg = us(before.ru_stime, after.ru_stime) / n;
+  return row;
 }
 
 int run(const Options& o) {

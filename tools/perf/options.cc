@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -57,6 +58,7 @@ void print_usage(std::FILE* out) {
   std::fputs(
       "usage: rmsg-perf [--test lat|bw|connect] [--transport tcp|rdma|auto|posix|verbs]\n"
       "                 [--size N[,N...]] [--iters N] [--repeat N] [--json] [--busy-poll]\n"
+      "                 [--poll-spin US]\n"
       "                 [--one-thread] [--counters] [--blocks COUNTxSIZE]\n"
       "                 [--baseline NAME] [--address HOST]\n"
       "                 [--server ADDR:PORT | --connect ADDR:PORT]\n"
@@ -74,6 +76,8 @@ void print_usage(std::FILE* out) {
       "                round of each is reported (default 1)\n"
       "  --json        one JSON object per result on stdout\n"
       "  --busy-poll   rmsg loops spin instead of sleeping in epoll (the baseline blocks)\n"
+      "  --poll-spin US  rmsg loops poll their CQs for US microseconds after work before\n"
+      "                they sleep (EventLoopOptions::poll_spin; 0: off; default 50)\n"
       "  --one-thread  rmsg server and client on one loop thread (default: one thread each)\n"
       "  --blocks      rdma: ring geometry each way, e.g. 16x32K (default: RdmaOptions')\n"
       "  --baseline    runner measured alongside for the ratio column (default: verbs for\n"
@@ -108,6 +112,13 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
       o.json = true;
     } else if (arg == "--busy-poll") {
       o.busy_poll = true;
+    } else if (arg == "--poll-spin") {
+      if (!value(v)) return false;
+      char* end = nullptr;
+      o.poll_spin_us = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || o.poll_spin_us < 0) {
+        return bad("--poll-spin needs microseconds >= 0");
+      }
     } else if (arg == "--one-thread") {
       o.one_thread = true;
     } else if (arg == "--counters") {

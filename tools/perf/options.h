@@ -20,6 +20,7 @@ struct Options {
   std::uint64_t repeat = 1;          // rounds per size; the median round of each is reported
   bool json = false;
   bool busy_poll = false;
+  long poll_spin_us = -1;  // --poll-spin US: EventLoopOptions::poll_spin; -1: its default
   bool one_thread = false;
   std::uint32_t block_count = 0;  // --blocks COUNTxSIZE (rdma ring geometry); 0: default
   std::uint32_t block_size = 0;

@@ -36,6 +36,7 @@ struct Measurement {
 
 struct RunOptions {
   bool busy_poll = false;          // EventLoop::set_busy_poll on every loop a runner drives
+  long poll_spin_us = -1;          // EventLoopOptions::poll_spin of those loops; -1: default
   bool one_thread = false;         // server and client on one loop thread (stream runners)
   std::string host = "127.0.0.1";  // in-process server address
   bool counters = false;           // print the transport's counters after each measurement

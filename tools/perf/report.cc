@@ -52,9 +52,11 @@ void Report::add(const Row& r) {
   if (json_) {
     std::printf(
         "{\"test\":\"%s\",\"transport\":\"%s\",\"size\":%llu,\"iters\":%llu,"
-        "\"median_us\":%.3f,\"p99_us\":%.3f,\"mb_per_s\":%.2f,\"msgs_per_s\":%.1f",
+        "\"median_us\":%.3f,\"p99_us\":%.3f,\"mb_per_s\":%.2f,\"msgs_per_s\":%.1f,"
+        "\"user_us_per_msg\":%.3f,\"sys_us_per_msg\":%.3f",
         to_string(r.test), r.transport.c_str(), static_cast<unsigned long long>(r.size),
-        static_cast<unsigned long long>(r.iters), r.median_us, r.p99_us, r.mb_per_s, r.msgs_per_s);
+        static_cast<unsigned long long>(r.iters), r.median_us, r.p99_us, r.mb_per_s, r.msgs_per_s,
+        r.user_us_per_msg, r.sys_us_per_msg);
     if (r.ratio)
       std::printf(",\"baseline\":\"%s\",\"vs_baseline\":%.3f", r.baseline.c_str(), *r.ratio);
     std::printf("}\n");
@@ -63,18 +65,19 @@ void Report::add(const Row& r) {
   }
   if (!header_done_) {
     header_done_ = true;
-    std::printf("%-4s %-9s %9s %8s %10s %10s %10s %11s  %s\n", "test", "transport", "size", "iters",
-                "median_us", "p99_us", "MB/s", "msgs/s", "vs baseline");
+    std::printf("%-4s %-9s %9s %8s %10s %10s %10s %11s %8s %8s  %s\n", "test", "transport", "size",
+                "iters", "median_us", "p99_us", "MB/s", "msgs/s", "usr_us", "sys_us",
+                "vs baseline");
   }
   char ratio[64] = "";
   if (r.ratio) {
     std::snprintf(ratio, sizeof ratio, "%.2fx %s %s", *r.ratio,
                   r.test == Test::lat ? "latency of" : "bandwidth of", r.baseline.c_str());
   }
-  std::printf("%-4s %-9s %9llu %8llu %10.2f %10.2f %10.1f %11.0f  %s\n", to_string(r.test),
-              r.transport.c_str(), static_cast<unsigned long long>(r.size),
+  std::printf("%-4s %-9s %9llu %8llu %10.2f %10.2f %10.1f %11.0f %8.2f %8.2f  %s\n",
+              to_string(r.test), r.transport.c_str(), static_cast<unsigned long long>(r.size),
               static_cast<unsigned long long>(r.iters), r.median_us, r.p99_us, r.mb_per_s,
-              r.msgs_per_s, ratio);
+              r.msgs_per_s, r.user_us_per_msg, r.sys_us_per_msg, ratio);
   std::fflush(stdout);
 }
 

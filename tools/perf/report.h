@@ -19,6 +19,10 @@ struct Row {
   double p99_us = 0;
   double mb_per_s = 0;    // 10^6 bytes per second of payload, one direction
   double msgs_per_s = 0;  // lat: round trips per second; bw: messages per second
+  // Process CPU time (getrusage: every thread, so both ends of an in-process run) over
+  // the measurement's run, connection setup and warm-up included, per measured message.
+  double user_us_per_msg = 0;
+  double sys_us_per_msg = 0;
   // Against the baseline measured in the same run: lat, median / baseline median (lower
   // is faster); bw, MB/s / baseline MB/s (higher is faster).
   std::optional<double> ratio;

@@ -11,6 +11,12 @@
 namespace rmsg::perf {
 namespace {
 
+EventLoopOptions loop_options(const RunOptions& o) {
+  EventLoopOptions lo;
+  if (o.poll_spin_us >= 0) lo.poll_spin = std::chrono::microseconds(o.poll_spin_us);
+  return lo;
+}
+
 using namespace std::chrono_literals;
 
 constexpr auto kConnectLimit = 30s;
@@ -55,7 +61,7 @@ class ThreadServer final : public Server {
     std::promise<Result<std::uint16_t>> ready;
     auto ready_future = ready.get_future();
     thread_ = std::thread([&, address, options] {
-      auto loop = EventLoop::create();
+      auto loop = EventLoop::create(loop_options(options));
       if (!loop) return ready.set_value(loop.error());
       (*loop)->set_busy_poll(options.busy_poll);
       LoopServer server(**loop);
@@ -131,7 +137,7 @@ class StreamRunner final : public Runner {
 
 Result<std::unique_ptr<Runner>> make_stream_runner(const StreamTransport& transport,
                                                    const RunOptions& options) {
-  auto loop = EventLoop::create();
+  auto loop = EventLoop::create(loop_options(options));
   if (!loop) return loop.error();
   return std::unique_ptr<Runner>(
       std::make_unique<StreamRunner>(transport, options, std::move(loop).value()));
