@@ -220,6 +220,18 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   std::uint8_t want_ = 0;
   bool notify_scheduled_ = false;
   std::uint64_t progress_ = 0;
+  // on_writable rests after a call that made no write()/writev() call and no progress:
+  // more space for a stream already writable is no news (stream.h). write()/writev(),
+  // setting the callback, or a change in write()'s outcome (error, peer gone, shutdown)
+  // ends the rest.
+  std::uint64_t write_calls_ = 0;
+  bool write_resting_ = false;
+  bool write_rest_final_ = false;  // write_final() when the rest began
+  void write_called() {
+    ++write_calls_;
+    write_resting_ = false;
+  }
+  bool write_final() const { return error_ || rx_ == RxState::gone || tx_ != TxState::open; }
 
   WatchId send_watch_ = 0;
   WatchId recv_watch_ = 0;

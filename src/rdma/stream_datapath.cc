@@ -59,6 +59,7 @@ class RdmaStream::GatherSource {
 
 Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
+  write_called();
   if (closed()) return Errc::closed;
   if (data.empty()) return Errc::invalid_argument;
   GatherSource src({&data, 1});
@@ -67,6 +68,7 @@ Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
 
 Result<std::size_t> RdmaStream::writev(std::span<const std::span<const std::byte>> parts) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
+  write_called();
   if (closed()) return Errc::closed;
   GatherSource src(parts);
   if (src.size() == 0) return std::size_t{0};

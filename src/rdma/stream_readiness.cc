@@ -19,6 +19,7 @@ void RdmaStream::on_readable(Task callback) {
 void RdmaStream::on_writable(Task callback) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
   on_writable_ = std::move(callback);
+  write_resting_ = false;
   want_ |= kWantWrite;
   schedule_notify();
 }
@@ -30,7 +31,7 @@ bool RdmaStream::readable_now() const {
 // True also when write() would report an error: failed, the peer gone, or after our own
 // shutdown_write() (Errc::shutdown), as stream.h promises.
 bool RdmaStream::writable_now() const {
-  if (error_ || rx_ == RxState::gone || tx_ != TxState::open) return true;
+  if (write_final()) return true;
   // write() takes bytes whenever they can be posted or staged (rdma_stream.h, "send").
   return established() && send_ring_.can_stage(max_message_);
 }
@@ -38,7 +39,8 @@ bool RdmaStream::writable_now() const {
 // A state change: both callbacks are due if their condition holds.
 void RdmaStream::changed() {
   ++progress_;
-  want_ = kWantRead | kWantWrite;
+  if (write_resting_ && write_final() != write_rest_final_) write_resting_ = false;
+  want_ = write_resting_ ? kWantRead : kWantRead | kWantWrite;
   schedule_notify();
 }
 
@@ -65,10 +67,16 @@ void RdmaStream::schedule_notify() {
     if ((want_ & kWantWrite) != 0 && on_writable_ && writable_now()) {
       want_ &= ~kWantWrite;
       const std::uint64_t before = progress_;
+      const std::uint64_t writes_before = write_calls_;
       Task cb = on_writable_;
       cb();
       if (weak.expired()) return;
-      if (progress_ != before) want_ |= kWantWrite;
+      if (progress_ != before) {
+        want_ |= kWantWrite;
+      } else if (write_calls_ == writes_before) {
+        write_resting_ = true;
+        write_rest_final_ = write_final();
+      }
     }
     schedule_notify();
   });

@@ -68,7 +68,8 @@ TEST_F(CmLimitRdma, ConnectLimitHoldsLingeringCountsAndReleasedSlotsServeAgain) 
   // b lingers: its peer reads nothing, so its FIN waits for credits.
   ASSERT_TRUE(loop().run_for([&] { return accepted_.size() == 3; }, 20s));
   Stream b_peer = std::move(accepted_[1]);
-  const auto data = random_bytes(6 * 4096, fresh_seed("limit linger"));
+  // More than the peer's window and our ring (staged bytes included) can take.
+  const auto data = random_bytes(16 * 4096, fresh_seed("limit linger"));
   std::size_t sent = 0;
   ASSERT_TRUE(loop().run_for(
       [&] {
