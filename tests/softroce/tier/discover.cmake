@@ -2,6 +2,7 @@
 # test per gtest case of each RDMA binary in the manifest. Each such test only reports
 # the result that the rdma_tier fixture (one guest boot for all) left for its case.
 # Set by the includer: rmsg_rdma_manifest, rmsg_rdma_results, rmsg_rdma_reporter.
+cmake_policy(SET CMP0007 NEW)  # a manifest line may end in an empty field (no ISOLATED)
 file(STRINGS "${rmsg_rdma_manifest}" rmsg_rdma_entries)
 foreach(entry IN LISTS rmsg_rdma_entries)
   string(REPLACE "|" ";" fields "${entry}")
