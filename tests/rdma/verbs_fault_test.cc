@@ -157,7 +157,8 @@ class RdmaVerbsFault : public RdmaTest, public ::testing::WithParamInterface<Fau
 
   Objects objects() {
     std::string why;
-    Objects o{take_census(&why), verbs_objects("pd", &why)};
+    const auto c = verbs_objects_of({"qp", "cq", "mr", "pd"}, &why);  // one process
+    Objects o{Census{c[0], c[1], c[2]}, c[3]};
     EXPECT_TRUE(o.census.ok() && o.pd >= 0) << why;
     return o;
   }

@@ -1,7 +1,11 @@
-# rmsg_rdma_test(NAME [TIMEOUT SECONDS] SOURCES...): a gtest binary (linked with rmsg, so
-# with libibverbs and librdmacm) whose cases run inside the Soft-RoCE guest, TIMEOUT
-# seconds each (default 60). Usable from any tests/ folder, in any order: the tier is
-# assembled once the whole tests/ folder has been read.
+# rmsg_rdma_test(NAME [TIMEOUT SECONDS] [ISOLATED GTEST_FILTER] SOURCES...): a gtest binary
+# (linked with rmsg, so with libibverbs and librdmacm) whose cases run inside the Soft-RoCE
+# guest, TIMEOUT seconds each (default 60). The guest runs the binary's cases in one
+# process (a process start costs 0.5-1.5 s there) and falls back to one process per case
+# when that run fails; cases matching ISOLATED (a positive gtest filter: those that take
+# the device or its port away, or need a process that never opened it) always get their
+# own process (tier/guest-tier.sh). Usable from any tests/ folder, in any order: the tier
+# is assembled once the whole tests/ folder has been read.
 #
 # CTest, label `rdma`: `rdma_tier` (RUN_SERIAL, a fixture) boots ONE guest that runs every
 # case of every binary, each in its own process; then one test per case, `NAME.Suite.Case`,
@@ -11,7 +15,7 @@ include_guard(GLOBAL)
 set(RMSG_SOFTROCE_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 function(rmsg_rdma_test name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TIMEOUT" "")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "TIMEOUT;ISOLATED" "")
   if(NOT RMSG_WITH_RDMA)
     message(STATUS "rmsg: ${name} not built (RMSG_WITH_RDMA is OFF)")
     return()
@@ -23,7 +27,7 @@ function(rmsg_rdma_test name)
   target_link_libraries(${name} PRIVATE rmsg rmsg_test_kit_rdma rmsg_test_main)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
   set_property(GLOBAL APPEND PROPERTY RMSG_RDMA_TESTS
-               "${name}|$<TARGET_FILE:${name}>|${arg_TIMEOUT}")
+               "${name}|$<TARGET_FILE:${name}>|${arg_TIMEOUT}|${arg_ISOLATED}")
 endfunction()
 
 # Runs at the end of the folder that included this file, after all its subfolders.

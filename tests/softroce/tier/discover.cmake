@@ -4,9 +4,10 @@
 # Set by the includer: rmsg_rdma_manifest, rmsg_rdma_results, rmsg_rdma_reporter.
 file(STRINGS "${rmsg_rdma_manifest}" rmsg_rdma_entries)
 foreach(entry IN LISTS rmsg_rdma_entries)
-  string(REPLACE "|" ";" fields "${entry}")
-  list(GET fields 0 name)
-  list(GET fields 1 binary)
+  # NAME|BINARY|TIMEOUT|ISOLATED (the last field may be empty: no list() on it).
+  string(REGEX MATCH "^([^|]*)[|]([^|]*)" fields "${entry}")
+  set(name "${CMAKE_MATCH_1}")
+  set(binary "${CMAKE_MATCH_2}")
   execute_process(COMMAND "${binary}" --gtest_list_tests TIMEOUT 30
                   RESULT_VARIABLE rc OUTPUT_VARIABLE listing ERROR_VARIABLE listing_err)
   if(NOT rc EQUAL 0)
