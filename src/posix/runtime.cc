@@ -19,11 +19,14 @@ extern "C" void rmsg_posix_start_hook();
 #endif
 
 namespace rmsg::posix {
+
+constinit Runtime g_runtime;
+constinit std::atomic<bool> g_runtime_on{false};
+
 namespace {
 
 enum class Phase : int { not_started, starting, on, off };
 
-constinit Runtime g_runtime;
 std::atomic<Phase> g_phase{Phase::not_started};
 std::atomic<long> g_starting_thread{0};
 
@@ -75,15 +78,16 @@ Phase start() {
 
 }  // namespace
 
-Runtime* runtime() {
+Runtime* start_or_wait() {
   Phase p = g_phase.load(std::memory_order_acquire);
-  if (__builtin_expect(p == Phase::on, 1)) return &g_runtime;
+  if (p == Phase::on) return &g_runtime;
   if (p == Phase::off) return nullptr;
   Phase expected = Phase::not_started;
   if (g_phase.compare_exchange_strong(expected, Phase::starting, std::memory_order_acq_rel)) {
     g_starting_thread.store(current_thread(), std::memory_order_release);
     Phase result = start();
     g_phase.store(result, std::memory_order_release);
+    if (result == Phase::on) g_runtime_on.store(true, std::memory_order_release);
     return result == Phase::on ? &g_runtime : nullptr;
   }
   // Starting: from inside start() on this thread, pass through; elsewhere wait for it.
