@@ -57,7 +57,7 @@ void open_stats_file(Runtime& rt) {
   if (path == nullptr || *path == '\0') return;
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  rt.stats_fd = fd;
+  rt.stats_fd.store(fd, std::memory_order_release);
   mark_private(rt, fd);
 }
 
@@ -137,11 +137,12 @@ bool vacate_private(Runtime& rt, int fd) {
   if (!is_private(rt, fd)) return true;
   int moved = g_real.fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
   if (moved < 0) return false;
-  FdSlot* s = rt.table.slot(fd);
-  s->flags.fetch_and(~kFdPrivate, std::memory_order_acq_rel);
+  // The new number takes over first; only then does the old one close and turn public.
   mark_private(rt, moved);
-  if (rt.stats_fd == fd) rt.stats_fd = moved;
+  int expected = fd;
+  rt.stats_fd.compare_exchange_strong(expected, moved, std::memory_order_acq_rel);
   g_real.close(fd);
+  rt.table.slot(fd)->flags.fetch_and(~kFdPrivate, std::memory_order_acq_rel);
   return true;
 }
 

@@ -22,7 +22,8 @@ struct Runtime {
   // How many times this process has forked (each copy counts on from the fork).
   std::atomic<std::uint32_t> fork_epoch{1};
   std::atomic<std::uint32_t> next_epoll_id{1};
-  int stats_fd = -1;  // RMSG_STATS's file, a private descriptor; -1 when unset
+  // RMSG_STATS's file, a private descriptor; -1 when unset. Atomic: dup2() onto it moves it.
+  std::atomic<int> stats_fd{-1};
 };
 
 extern Runtime g_runtime;
