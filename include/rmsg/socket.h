@@ -25,6 +25,9 @@
  * rmsg_sendmsg), rmsg_close, rmsg_dup*, rmsg_fcntl, rmsg_poll, rmsg_ppoll and rmsg_select take no
  * lock and allocate nothing, so a signal handler may call them wherever the C library's call would
  * be async-signal-safe, and a longjmp out of a handler leaves nothing held.
+ * The layer starts at the first call (the preload library: when it loads), which maps its
+ * table and reads the environment: a program using the C API directly must make its first
+ * rmsg_ call outside a signal handler.
  *
  * Processes: after fork() both processes hold the connection (the kernel's TCP socket);
  * closing it in one does not break it in the other, and the shim never shuts a connection

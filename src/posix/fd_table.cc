@@ -39,13 +39,6 @@ bool FdTable::init() {
   return true;
 }
 
-SocketObject* FdTable::object(int fd) const {
-  FdSlot* s = slot(fd);
-  if (s == nullptr) return nullptr;
-  std::uint32_t i = s->object.load(std::memory_order_acquire);
-  return i == 0 ? nullptr : &objects_[i - 1];
-}
-
 SocketObject* FdTable::allocate(SocketState state, int pid) {
   const auto n = static_cast<std::uint32_t>(size_);
   std::uint32_t start = next_hint_.load(std::memory_order_relaxed);

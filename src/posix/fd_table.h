@@ -46,8 +46,12 @@ class FdTable {
   int size() const { return size_; }
 
   FdSlot* slot(int fd) const { return fd >= 0 && fd < size_ ? &slots_[fd] : nullptr; }
-  // The managed socket behind fd, or null.
-  SocketObject* object(int fd) const;
+  // The managed socket behind fd, or null. Inline: every data call asks.
+  SocketObject* object(int fd) const {
+    if (static_cast<unsigned>(fd) >= static_cast<unsigned>(size_)) return nullptr;
+    std::uint32_t i = slots_[fd].object.load(std::memory_order_acquire);
+    return i == 0 ? nullptr : &objects_[i - 1];
+  }
   SocketObject* object_at(std::uint32_t index) const { return &objects_[index]; }
   // The highest number the table has recorded anything for (bounds close_range's walk).
   int max_fd_seen() const { return max_fd_seen_.load(std::memory_order_acquire); }

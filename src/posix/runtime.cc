@@ -19,11 +19,14 @@ extern "C" void rmsg_posix_start_hook();
 #endif
 
 namespace rmsg::posix {
+
+constinit Runtime g_runtime;
+constinit std::atomic<bool> g_runtime_on{false};
+
 namespace {
 
 enum class Phase : int { not_started, starting, on, off };
 
-constinit Runtime g_runtime;
 std::atomic<Phase> g_phase{Phase::not_started};
 std::atomic<long> g_starting_thread{0};
 
@@ -54,7 +57,7 @@ void open_stats_file(Runtime& rt) {
   if (path == nullptr || *path == '\0') return;
   int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  rt.stats_fd = fd;
+  rt.stats_fd.store(fd, std::memory_order_release);
   mark_private(rt, fd);
 }
 
@@ -75,15 +78,16 @@ Phase start() {
 
 }  // namespace
 
-Runtime* runtime() {
+Runtime* start_or_wait() {
   Phase p = g_phase.load(std::memory_order_acquire);
-  if (__builtin_expect(p == Phase::on, 1)) return &g_runtime;
+  if (p == Phase::on) return &g_runtime;
   if (p == Phase::off) return nullptr;
   Phase expected = Phase::not_started;
   if (g_phase.compare_exchange_strong(expected, Phase::starting, std::memory_order_acq_rel)) {
     g_starting_thread.store(current_thread(), std::memory_order_release);
     Phase result = start();
     g_phase.store(result, std::memory_order_release);
+    if (result == Phase::on) g_runtime_on.store(true, std::memory_order_release);
     return result == Phase::on ? &g_runtime : nullptr;
   }
   // Starting: from inside start() on this thread, pass through; elsewhere wait for it.
@@ -133,11 +137,12 @@ bool vacate_private(Runtime& rt, int fd) {
   if (!is_private(rt, fd)) return true;
   int moved = g_real.fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
   if (moved < 0) return false;
-  FdSlot* s = rt.table.slot(fd);
-  s->flags.fetch_and(~kFdPrivate, std::memory_order_acq_rel);
+  // The new number takes over first; only then does the old one close and turn public.
   mark_private(rt, moved);
-  if (rt.stats_fd == fd) rt.stats_fd = moved;
+  int expected = fd;
+  rt.stats_fd.compare_exchange_strong(expected, moved, std::memory_order_acq_rel);
   g_real.close(fd);
+  rt.table.slot(fd)->flags.fetch_and(~kFdPrivate, std::memory_order_acq_rel);
   return true;
 }
 

@@ -22,12 +22,21 @@ struct Runtime {
   // How many times this process has forked (each copy counts on from the fork).
   std::atomic<std::uint32_t> fork_epoch{1};
   std::atomic<std::uint32_t> next_epoll_id{1};
-  int stats_fd = -1;  // RMSG_STATS's file, a private descriptor; -1 when unset
+  // RMSG_STATS's file, a private descriptor; -1 when unset. Atomic: dup2() onto it moves it.
+  std::atomic<int> stats_fd{-1};
 };
+
+extern Runtime g_runtime;
+extern std::atomic<bool> g_runtime_on;  // set once start-up has succeeded
+Runtime* start_or_wait();
 
 // The runtime when the shim is on and started; null when it is off (RMSG_PRELOAD=off),
 // could not start, or is starting on this very thread: the caller then passes through.
-Runtime* runtime();
+// Inline: every call asks, and after start-up the answer is one load.
+inline Runtime* runtime() {
+  if (__builtin_expect(g_runtime_on.load(std::memory_order_acquire), 1)) return &g_runtime;
+  return start_or_wait();
+}
 
 // True in a process that shares memory with the one that set the runtime up but is not it
 // (a vfork() / posix_spawn() child, or a child of a raw clone()): it must not change the

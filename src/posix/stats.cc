@@ -131,7 +131,8 @@ void write_line(Runtime& rt, const SocketObject& o) {
   line.add("}\n");
   if (line.n == sizeof line.buf) line.buf[line.n - 1] = '\n';
   int saved = errno;  // close() and exit must not see the report's errno
-  [[maybe_unused]] ssize_t w = g_real.write(rt.stats_fd, line.buf, line.n);
+  [[maybe_unused]] ssize_t w =
+      g_real.write(rt.stats_fd.load(std::memory_order_acquire), line.buf, line.n);
   errno = saved;
 }
 
@@ -146,12 +147,12 @@ std::size_t format_peer(const sockaddr_in6& peer, char* out, std::size_t cap) {
 }
 
 void report_closed(Runtime& rt, const SocketObject& o) {
-  if (rt.stats_fd < 0 || !reportable(rt, o, false)) return;
+  if (rt.stats_fd.load(std::memory_order_acquire) < 0 || !reportable(rt, o, false)) return;
   write_line(rt, o);
 }
 
 void report_open_connections(Runtime& rt) {
-  if (rt.stats_fd < 0) return;
+  if (rt.stats_fd.load(std::memory_order_acquire) < 0) return;
   std::uint32_t n = rt.table.objects_high_water();
   for (std::uint32_t i = 0; i < n; ++i) {
     const SocketObject& o = *rt.table.object_at(i);
