@@ -16,15 +16,18 @@
  *
  * Environment (read once, at the first call or when the preload library loads):
  *   RMSG_PRELOAD=off   every call passes through to the kernel; nothing is tracked.
- *   RMSG_STATS=FILE    one JSON line per connection is appended to FILE when its owning
- *                      process closes its last descriptor of it, and at exit for those
- *                      still open: {"pid":N,"peer":"ADDR:PORT","transport":"tcp",
- *                      "bytes_in":N,"bytes_out":N,"fallback":"REASON"|null}.
+ *   RMSG_STATS=FILE    one JSON line per connection is appended to FILE when its
+ *                      owner (see Processes) closes its last descriptor of it, and at
+ *                      exit for those it still holds: {"pid":N,"peer":"ADDR:PORT",
+ *                      "transport":"tcp","bytes_in":N,"bytes_out":N,"fallback":"WHY"|null}.
  *
- * Threads and signals: every call may be made from any thread. the data calls (rmsg_read ...
+ * Threads and signals: every call may be made from any thread. The data calls (rmsg_read ...
  * rmsg_sendmsg), rmsg_close, rmsg_dup*, rmsg_fcntl, rmsg_poll, rmsg_ppoll and rmsg_select take no
  * lock and allocate nothing, so a signal handler may call them wherever the C library's call would
  * be async-signal-safe, and a longjmp out of a handler leaves nothing held.
+ * The layer starts at the first call (the preload library: when it loads), which maps its
+ * table and reads the environment: a program using the C API directly must make its first
+ * rmsg_ call outside a signal handler.
  *
  * Processes: after fork() both processes hold the connection (the kernel's TCP socket);
  * closing it in one does not break it in the other, and the shim never shuts a connection

@@ -26,10 +26,19 @@ int real_close_range(unsigned first, unsigned last, int flags) {
   return static_cast<int>(syscall(SYS_close_range, first, last, flags));
 }
 
-// Closes [first, last] in the kernel, skipping private descriptors, then forgets what the
-// table knew about the numbers it closed.
+// Closes [first, last] in the kernel, skipping private descriptors. The table forgets the
+// numbers first (as close() does): once the kernel closes one, another thread may be
+// handed it at once.
 int close_range_around_private(Runtime& rt, unsigned first, unsigned last, int flags) {
   unsigned top = static_cast<unsigned>(rt.table.max_fd_seen());
+  if ((flags & CLOSE_RANGE_CLOEXEC) == 0) {
+    for (unsigned fd = first; fd <= last && fd <= top; ++fd) {
+      FdSlot* s = rt.table.slot(static_cast<int>(fd));
+      if (s != nullptr && tracked(s) && !is_private(rt, static_cast<int>(fd))) {
+        drop(rt, static_cast<int>(fd));
+      }
+    }
+  }
   unsigned from = first;
   int rc = 0;
   for (unsigned fd = first; fd <= last && fd <= top; ++fd) {
@@ -38,14 +47,7 @@ int close_range_around_private(Runtime& rt, unsigned first, unsigned last, int f
     from = fd + 1;
   }
   if (from <= last && real_close_range(from, last, flags) != 0) rc = -1;
-  if (rc != 0 || (flags & CLOSE_RANGE_CLOEXEC) != 0) return rc;
-  for (unsigned fd = first; fd <= last && fd <= top; ++fd) {
-    FdSlot* s = rt.table.slot(static_cast<int>(fd));
-    if (s != nullptr && tracked(s) && !is_private(rt, static_cast<int>(fd))) {
-      drop(rt, static_cast<int>(fd));
-    }
-  }
-  return 0;
+  return rc;
 }
 
 }  // namespace
@@ -88,7 +90,9 @@ int rmsg_close(int fd) {
 
 int rmsg_close_range(unsigned int first, unsigned int last, int flags) {
   Runtime* rt = runtime();
-  if (rt == nullptr || first > last || foreign_process(*rt)) {
+  // Arguments the kernel refuses (it then closes nothing) go to it untouched.
+  bool known_flags = (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) == 0;
+  if (rt == nullptr || first > last || !known_flags || foreign_process(*rt)) {
     return real_close_range(first, last, flags);
   }
   return close_range_around_private(*rt, first, last, flags);

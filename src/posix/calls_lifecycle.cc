@@ -89,9 +89,7 @@ int rmsg_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
 }
 
 int rmsg_accept(int fd, sockaddr* addr, socklen_t* len) {
-  Runtime* rt = runtime();
-  if (own_object(rt, fd) == nullptr) return g_real.accept(fd, addr, len);
-  return rmsg_accept4(fd, addr, len, 0);
+  return rmsg_accept4(fd, addr, len, 0);  // the same system call semantics
 }
 
 int rmsg_connect(int fd, const sockaddr* addr, socklen_t len) {

@@ -1,6 +1,7 @@
 #include "posix/seams.h"
 
 #include "posix/runtime.h"
+#include "posix/stats.h"
 
 namespace rmsg::posix::seams {
 namespace {
@@ -31,6 +32,11 @@ int registrations(int fd, Registration* out, int max) {
                 r.data.load(std::memory_order_acquire)};
   }
   return n;
+}
+
+std::string peer_text(const sockaddr_in6& peer) {
+  char buf[128];
+  return std::string(buf, format_peer(peer, buf, sizeof buf));
 }
 
 }  // namespace rmsg::posix::seams

@@ -2,7 +2,10 @@
 // only from tests/posix/ through librmsg's copy of the layer.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstdint>
+#include <string>
 
 namespace rmsg::posix::seams {
 
@@ -16,5 +19,9 @@ struct Registration {
 // of them; -1 when fd is not managed or its registrations are incomplete (more sets than
 // the table keeps, or a set the shim did not see made).
 int registrations(int fd, Registration* out, int max);
+
+// The RMSG_STATS line's "peer" text for an address (stats.cc's own formatter, which must
+// not use inet_ntop: a close in a signal handler may write a line).
+std::string peer_text(const sockaddr_in6& peer);
 
 }  // namespace rmsg::posix::seams

@@ -1,6 +1,7 @@
 #include "posix/stats.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <cerrno>
 #include <cstring>
@@ -26,28 +27,71 @@ struct Line {
   }
 };
 
+void add_ipv4(Line& line, const unsigned char* b) {
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) line.add(".");
+    line.add(std::uint64_t{b[i]});
+  }
+}
+
+void add_hex(Line& line, unsigned v) {
+  char digits[5];
+  int k = 0;
+  do {
+    digits[k++] = "0123456789abcdef"[v & 15];
+    v >>= 4;
+  } while (v != 0);
+  while (k > 0 && line.n < sizeof line.buf) line.buf[line.n++] = digits[--k];
+}
+
+// RFC 5952 text (the longest run of two or more zero groups as "::", IPv4-mapped as
+// ::ffff:a.b.c.d), written here because inet_ntop formats with sprintf, which a signal
+// handler may not call.
+void add_ipv6(Line& line, const unsigned char* b) {
+  static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(b, kMapped, sizeof kMapped) == 0) {
+    line.add("::ffff:");
+    add_ipv4(line, b + 12);
+    return;
+  }
+  unsigned g[8];
+  for (int i = 0; i < 8; ++i) g[i] = (unsigned{b[2 * i]} << 8) | b[2 * i + 1];
+  int best = -1, best_len = 1;
+  for (int i = 0; i < 8;) {
+    int j = i;
+    while (j < 8 && g[j] == 0) ++j;
+    if (j - i > best_len) best = i, best_len = j - i;
+    i = j == i ? i + 1 : j;
+  }
+  for (int i = 0; i < 8; ++i) {
+    if (i == best) {
+      line.add("::");
+      i += best_len - 1;
+      continue;
+    }
+    if (i > 0 && i != best + best_len) line.add(":");
+    add_hex(line, g[i]);
+  }
+}
+
 void add_peer(Line& line, const sockaddr_in6& peer) {
-  char host[INET6_ADDRSTRLEN] = "";
-  std::uint16_t port = 0;
   if (peer.sin6_family == AF_INET) {
     sockaddr_in v4;
     std::memcpy(&v4, &peer, sizeof v4);
-    inet_ntop(AF_INET, &v4.sin_addr, host, sizeof host);
-    port = ntohs(v4.sin_port);
+    line.add("\"");
+    add_ipv4(line, reinterpret_cast<const unsigned char*>(&v4.sin_addr));
+    line.add(":");
+    line.add(std::uint64_t{ntohs(v4.sin_port)});
+    line.add("\"");
   } else if (peer.sin6_family == AF_INET6) {
-    inet_ntop(AF_INET6, &peer.sin6_addr, host, sizeof host);
-    port = ntohs(peer.sin6_port);
+    line.add("\"[");
+    add_ipv6(line, peer.sin6_addr.s6_addr);
+    line.add("]:");
+    line.add(std::uint64_t{ntohs(peer.sin6_port)});
+    line.add("\"");
   } else {
     line.add("null");
-    return;
   }
-  line.add("\"");
-  if (peer.sin6_family == AF_INET6) line.add("[");
-  line.add(host);
-  if (peer.sin6_family == AF_INET6) line.add("]");
-  line.add(":");
-  line.add(std::uint64_t{port});
-  line.add("\"");
 }
 
 const char* fallback_text(Fallback f) {
@@ -92,6 +136,14 @@ void write_line(Runtime& rt, const SocketObject& o) {
 }
 
 }  // namespace
+
+std::size_t format_peer(const sockaddr_in6& peer, char* out, std::size_t cap) {
+  Line line;
+  add_peer(line, peer);
+  std::size_t n = line.n < cap ? line.n : cap;
+  std::memcpy(out, line.buf, n);
+  return n;
+}
 
 void report_closed(Runtime& rt, const SocketObject& o) {
   if (rt.stats_fd < 0 || !reportable(rt, o, false)) return;

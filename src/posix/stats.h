@@ -5,9 +5,17 @@
 // only the stack: the close path stays async-signal-safe.
 #pragma once
 
+#include <netinet/in.h>
+
+#include <cstddef>
+
 #include "posix/runtime.h"
 
 namespace rmsg::posix {
+
+// The stats line's "peer" value ("ADDR:PORT" quoted, "[ADDR6]:PORT" quoted, or null) into
+// out; returns its length (at most cap).
+std::size_t format_peer(const sockaddr_in6& peer, char* out, std::size_t cap);
 
 // A connection whose last descriptor in this process just closed.
 void report_closed(Runtime& rt, const SocketObject& o);

@@ -8,7 +8,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
 #include <gtest/gtest.h>
+
+#include "kit/seed.h"
 
 #include "posix/seams.h"
 
@@ -182,6 +190,54 @@ TEST(PosixApi, MoreSetsThanSlotsMarkTheRegistrationsIncomplete) {
   for (int ep : sets) EXPECT_EQ(rmsg_close(ep), 0);
   EXPECT_EQ(rmsg_close(p.a), 0);
   EXPECT_EQ(rmsg_close(p.b), 0);
+}
+
+std::string peer_of(const char* text, std::uint16_t port) {
+  sockaddr_in6 a{};
+  if (inet_pton(AF_INET6, text, &a.sin6_addr) == 1) {
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(port);
+  } else {
+    sockaddr_in v4{};
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons(port);
+    EXPECT_EQ(inet_pton(AF_INET, text, &v4.sin_addr), 1) << text;
+    std::memcpy(&a, &v4, sizeof v4);
+  }
+  return rmsg::posix::seams::peer_text(a);
+}
+
+TEST(PosixStats, PeerTextIsRfc5952) {
+  EXPECT_EQ(peer_of("127.0.0.1", 5201), "\"127.0.0.1:5201\"");
+  EXPECT_EQ(peer_of("255.0.10.1", 1), "\"255.0.10.1:1\"");
+  EXPECT_EQ(peer_of("::1", 80), "\"[::1]:80\"");
+  EXPECT_EQ(peer_of("::", 80), "\"[::]:80\"");
+  EXPECT_EQ(peer_of("1::", 80), "\"[1::]:80\"");
+  EXPECT_EQ(peer_of("fe80::1:2", 9), "\"[fe80::1:2]:9\"");
+  EXPECT_EQ(peer_of("2001:db8:0:0:1:0:0:1", 9), "\"[2001:db8::1:0:0:1]:9\"");     // first run
+  EXPECT_EQ(peer_of("2001:db8:0:1:1:1:1:1", 9), "\"[2001:db8:0:1:1:1:1:1]:9\"");  // no "::" for one
+  EXPECT_EQ(peer_of("::ffff:10.1.2.3", 7), "\"[::ffff:10.1.2.3]:7\"");
+  sockaddr_in6 none{};
+  EXPECT_EQ(rmsg::posix::seams::peer_text(none), "null");
+  // Random addresses (with zero groups likely) against the C library's inet_ntop.
+  auto rng = rmsg::testing::test_rng("ipv6");
+  for (int i = 0; i < 2000; ++i) {
+    unsigned char b[16];
+    for (int k = 0; k < 16; k += 2) {
+      bool zero = rng() % 2 == 0;
+      b[k] = zero ? 0 : static_cast<unsigned char>(rng());
+      b[k + 1] = zero ? 0 : static_cast<unsigned char>(rng());
+    }
+    const unsigned char mapped_or_compat[10] = {};
+    if (std::memcmp(b, mapped_or_compat, 10) == 0) continue;  // inet_ntop's ::a.b.c.d forms
+    char text[INET6_ADDRSTRLEN];
+    ASSERT_NE(inet_ntop(AF_INET6, b, text, sizeof text), nullptr);
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    std::memcpy(&a.sin6_addr, b, 16);
+    a.sin6_port = htons(443);
+    EXPECT_EQ(rmsg::posix::seams::peer_text(a), "\"[" + std::string(text) + "]:443\"");
+  }
 }
 
 }  // namespace

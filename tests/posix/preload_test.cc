@@ -166,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "epoll_edge", "epoll_oneshot", "epoll_nested", "epoll_asleep",
                     "connect_pending", "connect_refused", "dup", "close_range", "stats_descriptor",
                     "fork_server", "fork_child_closes", "exit_with_open", "vfork_spawn",
-                    "signal_longjmp", "fortify_read", "fortify_recv", "fortify_recvfrom",
+                    "signal_longjmp", "threads", "fortify_read", "fortify_recv", "fortify_recvfrom",
                     "fortify_poll", "fortify_ppoll"),
     [](const testing::TestParamInfo<const char*>& i) { return std::string(i.param); });
 
@@ -184,7 +184,7 @@ TEST(PosixPreloadSwitch, OffPassesEverythingThroughAndWritesNoStats) {
 TEST(PosixPreloadSwitch, ProbeListMatchesTheInstantiatedScenarios) {
   Outcome o = run({RMSG_POSIX_PROBE, "--list"}, {});
   ASSERT_TRUE(o.exited && o.code == 0);
-  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 25);
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 26);
 }
 
 // The library exports exactly the names of exports.map: the interposed calls.

@@ -34,6 +34,7 @@ const Scenario kScenarios[] = {
     {"exit_with_open", probe::exit_with_open},
     {"vfork_spawn", probe::vfork_spawn},
     {"signal_longjmp", probe::signal_longjmp},
+    {"threads", probe::threads},
     {"fortify_read", probe::fortify_read},
     {"fortify_recv", probe::fortify_recv},
     {"fortify_recvfrom", probe::fortify_recvfrom},

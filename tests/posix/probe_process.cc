@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
@@ -297,6 +298,60 @@ void exit_with_open() {
   expect_count(2);
   std::fflush(stdout);
   std::exit(0);  // p.a and p.b still open
+}
+
+}  // namespace probe
+
+namespace probe {
+namespace {
+
+constexpr int kThreads = 4;
+constexpr int kConnectionsPerThread = 100;
+
+struct Worker {
+  int listener = -1;
+  int index = 0;
+};
+
+void* connect_and_close(void* arg) {
+  auto* w = static_cast<Worker*>(arg);
+  for (int i = 0; i < kConnectionsPerThread; ++i) {
+    int c = connect_to(w->listener);
+    int s = accept(w->listener, nullptr, nullptr);  // the worker's own listener
+    PROBE_CHECK(s >= 0);
+    int d = dup(c);  // the table's sharing under concurrency
+    char buf[8] = {};
+    size_t n = static_cast<size_t>(w->index + 1);
+    write_all(d, buf, n);
+    read_exactly(s, buf, n);
+    close(c);
+    close(d);
+    close(s);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void threads() {
+  // Threads making, sharing and closing connections at once: every connection is
+  // reported exactly once with its own counts.
+  Worker w[kThreads];
+  pthread_t t[kThreads];
+  for (int i = 0; i < kThreads; ++i) {
+    w[i].listener = listener(kConnectionsPerThread);
+    w[i].index = i;
+    PROBE_CHECK(pthread_create(&t[i], nullptr, connect_and_close, &w[i]) == 0);
+  }
+  for (auto& th : t) PROBE_CHECK(pthread_join(th, nullptr) == 0);
+  for (auto& wk : w) close(wk.listener);
+  for (int i = 0; i < kThreads; ++i) {
+    for (int k = 0; k < kConnectionsPerThread; ++k) {
+      expect_line(getpid(), 0, static_cast<std::uint64_t>(i + 1));
+      expect_line(getpid(), static_cast<std::uint64_t>(i + 1), 0);
+    }
+  }
+  expect_count(2 * kThreads * kConnectionsPerThread);
 }
 
 }  // namespace probe

@@ -233,6 +233,7 @@ void connect_pending() {
   // until the first is accepted and the SYN is retransmitted (about a second).
   int l = listener(0);
   int first = connect_to(l);
+  PROBE_CHECK(poll_one(l, POLLIN, 5000) == POLLIN);  // queued: the queue is full now
   int c = connect_to(l, SOCK_NONBLOCK);
   PROBE_CHECK(poll_one(c, POLLOUT, 200) == 0);  // held back: not connected yet
   int ep = epoll_with(c, EPOLLOUT | EPOLLET, 5);

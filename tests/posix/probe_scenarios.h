@@ -39,6 +39,7 @@ void fork_child_closes();
 void exit_with_open();
 void vfork_spawn();
 void signal_longjmp();
+void threads();
 void fortify_read();
 void fortify_recv();
 void fortify_recvfrom();
