@@ -33,7 +33,7 @@ demo: build
 	$(BUILD)/bin/rmsg-info
 	$(BUILD)/bin/rmsg-perf
 
-# The main tree's build and host tiers (unit, tcp), the sanitizer trees, the clang tree,
+# The main tree's build and host tiers (unit, tcp, shim), the sanitizer trees, the clang tree,
 # then the Soft-RoCE guest tiers; stops at the first failure, then prints each step's time.
 test: deps-test
 	@MAKE='$(MAKE)' scripts/tiers.sh $(TIERS)

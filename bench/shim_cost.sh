@@ -3,7 +3,8 @@
 # in alternating rounds (plain first in even rounds, shimmed first in odd ones):
 #   iperf3            both sides plain vs both under rmsg-run: receiver throughput
 #   redis-benchmark   PING_INLINE, PING_MBULK, SET, GET: server and benchmark plain vs both
-#                     under rmsg-run: requests/s and the benchmark's p99 latency
+#                     under rmsg-run: requests/s, the benchmark's p50 and p99 latency, and
+#                     CPU per request of the server and of the benchmark
 #   64 B ping-pong    rmsg-perf (one method for all three): its posix runner under rmsg-run
 #                     (blocking send/recv through librmsg-preload.so, the C API's code
 #                     under the C library's names) vs rmsg's TCP Stream (--transport tcp)
@@ -87,7 +88,7 @@ print(sys.argv[1], end["sum_received"]["bits_per_second"], cpu_s / gb)
 EOF
 }
 
-# redis MODE: appends "MODE TEST RPS P99_MS" per test to $work/redis, and "MODE SERVER_CPU_S
+# redis MODE: appends "MODE TEST RPS P99_MS P50_MS" per test to $work/redis, and "MODE SERVER_CPU_S
 # BENCH_CPU_S" to $work/redis_cpu.
 redis_round() {
   local mode=$1 wrap=() port
@@ -109,7 +110,7 @@ redis_round() {
   $py - "$mode" "$work/redis.csv" >>"$work/redis" <<'EOF'
 import csv, sys
 for row in list(csv.reader(open(sys.argv[2])))[1:]:
-    print(sys.argv[1], row[0], row[1], row[6])
+    print(sys.argv[1], row[0], row[1], row[6], row[4])  # rps, p99, p50
 EOF
 }
 
@@ -147,50 +148,48 @@ for r in $(seq 1 "$rounds"); do
 done
 
 $py - "$work" "$rounds" "$requests" <<'EOF'
+# Each row: the medians over the rounds, their ratio, and the median [min-max] of the
+# per-round ratios (a round's plain and shimmed runs are adjacent in time, so on a busy
+# machine their ratio is steadier than the ratio of the medians).
 import statistics, sys
-work, rounds = sys.argv[1], sys.argv[2]
+work, rounds, requests = sys.argv[1], sys.argv[2], int(sys.argv[3])
 med = statistics.median
 def rows(name):
     return [line.split() for line in open(f"{work}/{name}")]
-print(f"socket shim cost, TCP loopback, {rounds} alternating rounds (medians over rounds)")
+def series(data, who, col, key=None, scale=1.0):
+    return [float(r[col]) * scale for r in data if r[0] == who and (key is None or r[1] == key)]
+def line(label, unit, a, b, fmt="9.2f", an="plain", bn="shim"):
+    ratios = [y / x for x, y in zip(a, b)]
+    print(f"{label:24} {an} {med(a):{fmt}} {unit:6} {bn} {med(b):{fmt}} {unit:6} "
+          f"{bn}/{an} {med(b) / med(a):.3f}   per round {med(ratios):.3f} "
+          f"[{min(ratios):.3f}-{max(ratios):.3f}]")
+print(f"socket shim cost, TCP loopback, {rounds} alternating rounds")
 ip = rows("iperf3")
-plain = med(float(r[1]) for r in ip if r[0] == "plain") / 1e9
-shim = med(float(r[1]) for r in ip if r[0] == "shim") / 1e9
-print(f"iperf3 (1 stream)      plain {plain:8.2f} Gbit/s  shim {shim:8.2f} Gbit/s  "
-      f"shim/plain {shim / plain:.3f}")
-# Throughput has no per-message tail; the slowest round stands in for it.
-pw = min(float(r[1]) for r in ip if r[0] == "plain") / 1e9
-sw = min(float(r[1]) for r in ip if r[0] == "shim") / 1e9
-print(f"iperf3 slowest round   plain {pw:8.2f} Gbit/s  shim {sw:8.2f} Gbit/s  "
-      f"shim/plain {sw / pw:.3f}")
-pc = med(float(r[2]) for r in ip if r[0] == "plain")
-sc = med(float(r[2]) for r in ip if r[0] == "shim")
-print(f"iperf3 CPU per GB      plain {pc:8.3f} s       shim {sc:8.3f} s       "
-      f"shim/plain {sc / pc:.3f}   (client + server, from iperf3's own cpu_utilization)")
+line("iperf3 1 stream", "Gbit/s", series(ip, "plain", 1, scale=1e-9), series(ip, "shim", 1, scale=1e-9))
+line("iperf3 CPU per GB", "s", series(ip, "plain", 2), series(ip, "shim", 2), fmt="9.3f")
 rd = rows("redis")
 for test in dict.fromkeys(r[1] for r in rd):
-    def pick(mode, col):
-        return med(float(r[col]) for r in rd if r[0] == mode and r[1] == test)
-    p, s = pick("plain", 2), pick("shim", 2)
-    print(f"redis {test:12}     plain {p:9.0f} rps  shim {s:9.0f} rps  shim/plain {s / p:.3f}"
-          f"   p99 plain {pick('plain', 3):.3f} ms  shim {pick('shim', 3):.3f} ms")
+    line(f"redis {test} rate", "rps", series(rd, "plain", 2, test), series(rd, "shim", 2, test),
+         fmt="9.0f")
+    line(f"redis {test} p50", "ms", series(rd, "plain", 4, test), series(rd, "shim", 4, test),
+         fmt="9.3f")
+    line(f"redis {test} p99", "ms", series(rd, "plain", 3, test), series(rd, "shim", 3, test),
+         fmt="9.3f")
 cpu = rows("redis_cpu")
-n = 4 * int(sys.argv[3])  # PING_INLINE, PING_MBULK, SET, GET
+per_request = 1e6 / (4 * requests)  # PING_INLINE, PING_MBULK, SET, GET
 for col, who in ((1, "server"), (2, "benchmark")):
-    p = med(float(r[col]) for r in cpu if r[0] == "plain") / n * 1e6
-    s_ = med(float(r[col]) for r in cpu if r[0] == "shim") / n * 1e6
-    print(f"redis CPU per request  {who:9} plain {p:.2f} us  shim {s_:.2f} us  "
-          f"shim/plain {s_ / p:.3f}")
+    line(f"redis CPU/request {who}", "us", series(cpu, "plain", col, scale=per_request),
+         series(cpu, "shim", col, scale=per_request))
 lat = rows("lat")
-def lat_of(who, col):
-    return med(float(r[col]) for r in lat if r[0] == who)
-def show(who):
-    return f"{lat_of(who, 1):.2f} us (p99 {lat_of(who, 2):.2f})"
-pre, sm, pm = lat_of("preload", 1), lat_of("stream", 1), lat_of("posix", 1)
-print(f"64 B ping-pong one-way, rmsg-perf: C API (preload) {show('preload')}  "
-      f"Stream {show('stream')}  posix {show('posix')}")
-print(f"   C API/Stream {pre / sm:.3f}  C API/posix {pre / pm:.3f}  Stream/posix {sm / pm:.3f}")
-cm, lm = lat_of("capi", 1), lat_of("libc", 1)
-print(f"64 B ping-pong one-way, capi_pingpong: rmsg_* from C {show('capi')}  "
-      f"libc {show('libc')}  C API/libc {cm / lm:.3f}")
+for col, what in ((1, "median"), (2, "p99")):
+    stream, posix = series(lat, "stream", col), series(lat, "posix", col)
+    line(f"64 B one-way {what}", "us", stream, series(lat, "preload", col), an="Stream",
+         bn="C API")
+    line(f"64 B one-way {what}", "us", posix, series(lat, "preload", col), an="posix",
+         bn="C API")
+    line(f"64 B one-way {what}", "us", posix, stream, an="posix", bn="Stream")
+    line(f"64 B capi_pingpong {what}", "us", series(lat, "libc", col),
+         series(lat, "capi", col), an="libc", bn="C API")
+print("(64 B rows: rmsg-perf, its posix runner under rmsg-run as the C API; capi_pingpong: "
+      "rmsg_send/rmsg_recv from C against libc in one process)")
 EOF

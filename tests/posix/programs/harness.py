@@ -18,6 +18,7 @@ with the line that reruns the test printed on failure, as the C++ tests do.
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -101,11 +102,12 @@ class Session:
         self.run = run  # list: the wrapper in front of a program under the shim
         self.workdir = workdir
         self.procs = []
+        self.names = itertools.count()  # log names; tests may start programs from threads
 
     def start(self, argv, shim=True, env=None, **kw):
         cmd = (self.run if shim else []) + argv
         # A long-lived program logs to files (a pipe nobody reads would stall it).
-        log = os.path.join(self.workdir, f"{len(self.procs)}-{os.path.basename(argv[0])}")
+        log = os.path.join(self.workdir, f"{next(self.names)}-{os.path.basename(argv[0])}")
         full_env = dict(os.environ)
         full_env.pop("RMSG_STATS", None)
         if shim and self.run:

@@ -18,6 +18,7 @@ What iperf3 lets a test check, and what it does not:
   through a MAP_PRIVATE mapping, so the file and hence every byte on the wire is zero; with
   -F and -Z together the content is that file's, not -F's. The -Z case checks for zeros.
 - RMSG_STATS: every shimmed side's per-connection counts equal iperf3's (check_stats).
+- RMSG_PRELOAD=off: a pair runs as plain and the shim writes no line (shim_off).
 - TCP_INFO: the sender's per-stream `max_snd_cwnd` and `max_rtt` come from
   getsockopt(TCP_INFO); zero would mean the option failed under the shim.
 """
@@ -40,8 +41,9 @@ def write_source(session, seed, size):
     return path, data
 
 
-def start_server(session, port, args, shim=True):
-    server = session.start(["iperf3", "-s", "-1", "-J", "-p", str(port)] + args, shim=shim)
+def start_server(session, port, args, shim=True, env=None):
+    server = session.start(["iperf3", "-s", "-1", "-J", "-p", str(port)] + args, shim=shim,
+                           env=env)
     harness.wait_until(lambda: harness.listening(port) or server.poll() is not None, DEADLINE_S,
                        "iperf3 -s to listen")
     check(server.poll() is None, f"iperf3 -s exited early: {server.returncode}")
@@ -57,20 +59,23 @@ def report(text, who):
     return j
 
 
-def run_pair(session, server_args, client_args, server_shim=True, client_shim=True):
+def run_pair(session, server_args, client_args, server_shim=True, client_shim=True, env=None):
     """One iperf3 test; returns the client's and the server's JSON reports."""
     port = harness.free_port()
-    server = start_server(session, port, server_args, shim=server_shim)
+    server = start_server(session, port, server_args, shim=server_shim, env=env)
     rc, out, err = session.run_to_end(
         ["iperf3", "-c", "127.0.0.1", "-p", str(port), "-J"] + client_args, DEADLINE_S,
-        shim=client_shim)
+        shim=client_shim, env=env)
     check(rc == 0, f"iperf3 -c exited {rc}: {out[-400:]!r} {err[-400:]!r}")
     client_proc = session.last
     client = report(out.decode(), "client")
     check(session.wait_exit(server, DEADLINE_S) == 0, f"iperf3 -s exited {server.returncode}")
     with open(server.log + ".out", "rb") as f:
         server_report = report(f.read().decode(), "server")
-    check_stats(session, client_proc, server, client, server_report)
+    if env is None:
+        check_stats(session, client_proc, server, client, server_report)
+    else:
+        session.off = (client_proc, server)
     return client, server_report
 
 
@@ -226,11 +231,22 @@ def parallel_time(session, seed):
     sender_tcp_info(client, "client")
 
 
+def shim_off(session, seed):
+    """RMSG_PRELOAD=off (rmsg-run --off): the library is loaded but passes every call
+    through, tracks nothing and so writes no RMSG_STATS line; iperf3 works as plain."""
+    client, server = run_pair(session, [], ["-t", "1"], env={"RMSG_PRELOAD": "off"})
+    check(client["end"]["sum_received"]["bytes"] > 0, "nothing received with the shim off")
+    for p in session.off:
+        lines = session.stats(p)
+        check(not lines, f"{p.argv_text}: RMSG_STATS lines with the shim off: {lines}")
+
+
 CASES = {
     "forward_file": forward_file,
     "reverse_file": reverse_file,
     "sendfile_zeros": sendfile_zeros,
     "parallel_time": parallel_time,
+    "shim_off": shim_off,
 }
 
 if __name__ == "__main__":
