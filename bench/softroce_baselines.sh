@@ -1,28 +1,63 @@
 #!/bin/sh
 # The RDMA stream against its baselines in one Soft-RoCE guest, one run: rmsg-perf's
-# stream vs raw verbs (alternating rounds, medians), then rsockets' rstream (rdmacm-utils)
-# at the same sizes. Run it in the guest:
+# stream vs raw verbs (alternating rounds, medians of 5), in each completion mode, then
+# the raw-verbs variant with the stream's window, then rsockets' rstream (rdmacm-utils)
+# with its default spin and with the stream's spin budget, and both as two processes.
+# Run it in the guest:
 #   tests/softroce/run --timeout 900 -- bench/softroce_baselines.sh [BUILD_DIR]
 # Numbers under emulation are indicative only (docs/perf.md).
 set -eu
 build=${1:-build}
 addr=${RMSG_RDMA_ADDR:?run this inside the Soft-RoCE guest (tests/softroce/run)}
 perf="$build/bin/rmsg-perf --transport rdma"
+spin_us=50 # EventLoopOptions::poll_spin's default
 
+echo "== 64 B ping-pong: adaptive polling (default), events only, busy-poll"
 $perf --test lat --size 64 --iters 2000 --repeat 5
-$perf --test bw --size 4K,16K,64K --iters 1000 --repeat 5
+$perf --test lat --size 64 --iters 2000 --repeat 5 --poll-spin 0
+$perf --test lat --size 64 --iters 2000 --repeat 5 --busy-poll
+echo "== streaming: against raw verbs, then raw verbs with the stream's window"
+$perf --test bw --size 64,4K,64K --iters 1000 --repeat 5
+$perf --test bw --size 4K,64K --iters 1000 --repeat 5 --baseline verbs-window
 
-# rstream: ping-pong of SIZE bytes, 2000 transfers, its default (blocking, short poll);
-# its columns: name bytes xfers iters total time Gb/sec usec/xfer.
-# Its client does not retry, so it is restarted until the server listens.
-for size in 64 65536; do
+# rmsg-perf as two processes: a server (stream on PORT, verbs baseline on PORT+1).
+port=18515
+$perf --server "$addr:$port" 2>/dev/null &
+server=$!
+tries=0
+until $perf --connect "$addr:$port" --test lat --size 64 --iters 2000 --repeat 5 2>/dev/null; do
+  tries=$((tries + 1))
+  [ "$tries" -lt 20 ] || { kill "$server"; echo "rmsg-perf: no server" >&2; exit 1; }
+  sleep 0.5
+done
+kill -INT "$server"
+wait "$server" || true
+
+# rstream: ping-pong of SIZE bytes, 2000 transfers; its columns: name bytes xfers iters
+# total time Gb/sec usec/xfer. Its client does not retry, so it is restarted until the
+# server listens. POLL: rsockets' polling_time in microseconds ("" keeps its default).
+rstream_run() {
+  size=$1
+  poll=$2
+  if [ -n "$poll" ]; then
+    mkdir -p /etc/rdma/rsocket
+    echo "$poll" >/etc/rdma/rsocket/polling_time
+  else
+    rm -f /etc/rdma/rsocket/polling_time
+  fi
   rstream -b "$addr" -S "$size" -C 2000 >/dev/null &
-  server=$!
+  rs=$!
   tries=0
   until out=$(rstream -s "$addr" -S "$size" -C 2000 2>/dev/null); do
     tries=$((tries + 1))
-    [ "$tries" -lt 50 ] || { kill "$server"; echo "rstream: no server" >&2; exit 1; }
+    [ "$tries" -lt 50 ] || { kill "$rs"; echo "rstream: no server" >&2; exit 1; }
   done
-  wait "$server"
-  echo "rstream $size B: $(echo "$out" | tail -n 1)"
+  wait "$rs"
+  echo "rstream $size B (polling_time ${poll:-default}): $(echo "$out" | tail -n 1)"
+}
+for round in 1 2 3; do
+  rstream_run 64 ""
+  rstream_run 64 "$spin_us"
 done
+rstream_run 65536 ""
+rm -f /etc/rdma/rsocket/polling_time

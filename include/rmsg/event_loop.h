@@ -176,7 +176,8 @@ class EventLoop {
 
   // Busy-poll mode: run() never sleeps, and pollers (below) run on every iteration, up to
   // 16 passes until one finds work; epoll_wait(0) is called only when they found nothing
-  // (and at least every 17th iteration, so that fds are not starved). For the lowest latency at the cost of a core.
+  // (and at least every 17th iteration, so that fds are not starved). For the lowest
+  // latency at the cost of a core.
   void set_busy_poll(bool on) noexcept;
   bool busy_poll() const noexcept;
   // Pollers: work the loop reaps by polling rather than from an fd (RDMA streams poll

@@ -3,6 +3,8 @@
 // small writes stalled on credits share blocks; idle streams cost their loop no wakeups.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "kit/rdma_fixture.h"
@@ -34,6 +36,11 @@ class RdmaDatapath : public RdmaTest {
     loop_->set_busy_poll(mode == Mode::busy);
   }
   std::uint64_t loop_counter(std::string_view name) { return loop().counters().value(name); }
+
+ public:
+  void connect(const RdmaOptions& o, Stream& client, Stream& server) {
+    connect_pair(o, o, client, server);
+  }
 };
 
 class RdmaPingPong : public RdmaDatapath, public ::testing::WithParamInterface<Mode> {};
@@ -145,24 +152,74 @@ TEST_F(RdmaDatapath, MixedPostedAndStagedWritesAreByteExact) {
   EXPECT_LT(rdma_stream_info(client)->data_messages_sent, 3000u);
 }
 
+// A knob for hand runs (bench): RMSG_IDLE_PAIRS / RMSG_IDLE_SECONDS scale the idle cases.
+int env_or(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : fallback;
+}
+
+// `pairs` connected pairs that each carried a message, then left alone.
+void open_idle_pairs(RdmaDatapath& t, const RdmaOptions& o, int pairs, std::vector<Stream>& out) {
+  for (int i = 0; i < pairs; ++i) {
+    Stream c, s;
+    ASSERT_NO_FATAL_FAILURE(t.connect(o, c, s));
+    std::array<std::byte, 64> one{};
+    ASSERT_TRUE(c.write(one).ok());  // some traffic first: the CQs were polled and armed
+    out.push_back(std::move(c));
+    out.push_back(std::move(s));
+  }
+}
+
 // Idle streams (keepalive off) cost their loop nothing: no wakeup in a second.
 TEST_F(RdmaDatapath, IdleStreamsDoNotWakeTheLoop) {
   ASSERT_NO_FATAL_FAILURE(use_mode(Mode::adaptive));
-  constexpr int kPairs = 8;
-  std::vector<Stream> clients(kPairs), servers(kPairs);
-  for (int i = 0; i < kPairs; ++i) {
-    ASSERT_NO_FATAL_FAILURE(
-        connect_pair(datapath_options(), datapath_options(), clients[i], servers[i]));
-    std::array<std::byte, 64> one{};
-    ASSERT_TRUE(clients[i].write(one).ok());  // some traffic first: CQs were polled
-  }
-  // Let the echo of setup and the writes settle.
-  loop().run_for([] { return false; }, 200ms);
+  const int pairs = env_or("RMSG_IDLE_PAIRS", 8);
+  const auto idle = std::chrono::seconds(env_or("RMSG_IDLE_SECONDS", 1));
+  std::vector<Stream> streams;
+  ASSERT_NO_FATAL_FAILURE(open_idle_pairs(*this, datapath_options(), pairs, streams));
+  loop().run_for([] { return false; }, 200ms);  // the writes and setup settle
   const auto wakeups = loop_counter("loop.wakeups");
   const auto iterations = loop_counter("loop.iterations");
-  loop().run_for([] { return false; }, 1s);
-  EXPECT_LE(loop_counter("loop.wakeups") - wakeups, 1u) << "the run_for deadline only";
+  loop().run_for([] { return false; }, idle);
+  const auto woke = loop_counter("loop.wakeups") - wakeups;
+  std::printf("idle: %d streams, %lld s: %llu wakeups, %llu iterations\n", 2 * pairs,
+              static_cast<long long>(idle.count()), static_cast<unsigned long long>(woke),
+              static_cast<unsigned long long>(loop_counter("loop.iterations") - iterations));
+  EXPECT_LE(woke, 1u) << "the run_for deadline only";
   EXPECT_LE(loop_counter("loop.iterations") - iterations, 2u);
+}
+
+// With keepalives, an idle loop wakes for the keepalive timers and for the keepalives
+// its streams receive, and for nothing else.
+TEST_F(RdmaDatapath, IdleStreamsWithKeepalivesWakeOnlyForThem) {
+  ASSERT_NO_FATAL_FAILURE(use_mode(Mode::adaptive));
+  const int pairs = env_or("RMSG_IDLE_PAIRS", 4);
+  const auto idle = std::chrono::seconds(env_or("RMSG_IDLE_SECONDS", 1));
+  RdmaOptions o = datapath_options();
+  o.keepalive_interval = 250ms;
+  o.idle_timeout = 0ms;
+  std::vector<Stream> streams;
+  ASSERT_NO_FATAL_FAILURE(open_idle_pairs(*this, o, pairs, streams));
+  loop().run_for([] { return false; }, 200ms);
+  auto keepalives = [&] {
+    std::uint64_t n = 0;
+    for (const Stream& s : streams) n += rdma_stream_counters(s)->value("keepalives_received");
+    return n;
+  };
+  const auto wakeups = loop_counter("loop.wakeups");
+  const auto timers = loop_counter("loop.timers_fired");
+  const auto received = keepalives();
+  loop().run_for([] { return false; }, idle);
+  const auto woke = loop_counter("loop.wakeups") - wakeups;
+  const auto fired = loop_counter("loop.timers_fired") - timers;
+  const auto got = keepalives() - received;
+  std::printf(
+      "keepalive 250 ms: %d streams, %lld s: %llu wakeups, %llu timers, %llu "
+      "keepalives received\n",
+      2 * pairs, static_cast<long long>(idle.count()), static_cast<unsigned long long>(woke),
+      static_cast<unsigned long long>(fired), static_cast<unsigned long long>(got));
+  EXPECT_GT(got, 0u);
+  EXPECT_LE(woke, fired + got + 1);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ constexpr std::uint32_t kWindow = 64;  // bw: sends in flight (signalled every 1
 
 std::uint32_t recv_depth_for(const WireHeader& h) {
   if (h.test == static_cast<std::uint32_t>(Test::lat)) return 2;
+  if (h.window != 0) return std::clamp<std::uint32_t>(h.window, 2, 256);
   return static_cast<std::uint32_t>(std::clamp<std::uint64_t>((16u << 20) / h.size, 16, 256));
 }
 
@@ -101,7 +102,8 @@ class VerbsServer final : public Server {
 };
 
 Result<Measurement> run_client(VerbsConn& c, const Spec& spec, std::uint64_t total,
-                               Progress& progress) {
+                               std::uint32_t window, Progress& progress) {
+  const std::uint64_t every = std::clamp<std::uint32_t>(window / 2, 1, 16);  // signalled
   Measurement m;
   m.samples_ns.reserve(spec.iters);
   ibv_wc wc[kBatch];
@@ -130,8 +132,8 @@ Result<Measurement> run_client(VerbsConn& c, const Spec& spec, std::uint64_t tot
   std::uint64_t posted = 0, completed = 0;  // completed: sends known done
   bool acked = false;
   while (posted < total || !acked) {
-    while (posted < total && posted - completed < kWindow) {
-      const bool sig = (posted % 16) == 15 || posted + 1 == total;
+    while (posted < total && posted - completed < window) {
+      const bool sig = (posted % every) == every - 1 || posted + 1 == total;
       RMSG_TRY(c.post_send(spec.size, sig));
       ++posted;
       const auto now = Clock::now();
@@ -144,7 +146,9 @@ Result<Measurement> run_client(VerbsConn& c, const Spec& spec, std::uint64_t tot
     if (!n) return n.error();
     for (int k = 0; k < *n; ++k) {
       if (wc[k].opcode == IBV_WC_RECV) acked = true;
-      if (wc[k].opcode == IBV_WC_SEND) completed = std::min(posted, (completed | 15) + 1);
+      if (wc[k].opcode == IBV_WC_SEND) {
+        completed = std::min(posted, (completed / every + 1) * every);
+      }
     }
   }
   m.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -153,8 +157,9 @@ Result<Measurement> run_client(VerbsConn& c, const Spec& spec, std::uint64_t tot
 
 class VerbsRunner final : public Runner {
  public:
-  explicit VerbsRunner(bool busy) : busy_(busy) {}
-  std::string name() const override { return "verbs"; }
+  // window 0: the baseline's own (kWindow sends in flight, up to 256 receives).
+  VerbsRunner(bool busy, std::uint32_t window) : busy_(busy), window_(window) {}
+  std::string name() const override { return window_ == 0 ? "verbs" : "verbs-window"; }
 
   Result<std::unique_ptr<Server>> start_server(const SocketAddress& address) override {
     rdma_event_channel* ch = rdma_create_event_channel();
@@ -177,19 +182,27 @@ class VerbsRunner final : public Runner {
     h.test = static_cast<std::uint32_t>(spec.test);
     h.size = spec.size;
     h.count = spec.warmup + spec.iters;
+    h.window = window_;
     VerbsConn c(busy_, 2, spec.size);
     RMSG_TRY(c.connect(address, &h, sizeof h));
-    return run_client(c, spec, h.count, progress);
+    return run_client(c, spec, h.count, window_ == 0 ? kWindow : window_, progress);
   }
 
  private:
   bool busy_;
+  std::uint32_t window_;
 };
 
 std::unique_ptr<Runner> make_verbs(const RunOptions& o) {
-  return std::make_unique<VerbsRunner>(o.busy_poll);
+  return std::make_unique<VerbsRunner>(o.busy_poll, 0);
+}
+// The stream's window: as many sends in flight and receives posted as the stream has
+// blocks (--blocks, else RdmaOptions' default 8), RNR retries still pacing it.
+std::unique_ptr<Runner> make_verbs_window(const RunOptions& o) {
+  return std::make_unique<VerbsRunner>(o.busy_poll, o.block_count != 0 ? o.block_count : 8);
 }
 const bool kRegistered = register_runner("verbs", make_verbs);
+const bool kRegisteredWindow = register_runner("verbs-window", make_verbs_window);
 
 }  // namespace
 }  // namespace rmsg::perf

@@ -16,8 +16,12 @@ struct WireHeader {
   std::uint32_t test = 0;   // perf::Test
   std::uint64_t size = 0;   // bytes per message
   std::uint64_t count = 0;  // messages including warmup
+  // verbs bw: sends in flight and receives posted (0: the baseline's own 64 and up to
+  // 256); "verbs-window" sets the stream's window here.
+  std::uint32_t window = 0;
+  std::uint32_t reserved = 0;
 };
-static_assert(sizeof(WireHeader) == 24);
+static_assert(sizeof(WireHeader) == 32);
 
 // lat: the server echoes every byte; bw: it swallows count*size bytes, then sends one
 // byte (the ack) so that the client's clock covers delivery, not just buffering.
