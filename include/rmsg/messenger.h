@@ -66,6 +66,7 @@ enum class MessengerErrc {
   replaced = 10,          // the session moved to a newer connection
   peer_closed = 11,       // the peer closed the connection (a close frame or EOF)
   shutdown = 12,          // this messenger shut down or mark_down() dropped the session
+  idle_timeout = 13,      // nothing received for idle_timeout (a half-open connection)
 };
 const std::error_category& messenger_category() noexcept;
 inline std::error_code make_error_code(MessengerErrc e) noexcept {
@@ -108,6 +109,12 @@ struct MessengerOptions {
   Duration backoff_initial = std::chrono::milliseconds(10);
   Duration backoff_max = std::chrono::seconds(2);
   Duration handshake_timeout = std::chrono::seconds(5);
+  // Liveness of an open connection: a keepalive frame after keepalive_interval without
+  // sending anything; the connection closes (idle_timeout) after idle_timeout without
+  // receiving anything (the peer's keepalives count). Zero turns either off;
+  // idle_timeout must exceed the peer's keepalive_interval.
+  Duration keepalive_interval = std::chrono::seconds(1);
+  Duration idle_timeout = std::chrono::seconds(10);
   // Our connect attempts in flight at once (connect + handshake); more wait their turn.
   std::size_t max_handshakes = 16;
   // Bytes written to a connection and not yet accepted by its stream, past which no more

@@ -11,14 +11,14 @@
 namespace rmsg {
 namespace {
 
-constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr int kReadsPerCallback = 16;  // then the rest is deferred: other streams get a turn
 
 const char* messenger_errc_name(int v) {
-  static constexpr std::array<const char*, 13> kNames = {
+  static constexpr std::array<const char*, 14> kNames = {
       "unknown",           "peer_restarted",   "session_unknown", "lossy_fault", "wrong_node",
       "handshake_timeout", "unexpected_frame", "sequence_gap",    "bad_ack",     "bad_payload",
-      "replaced",          "peer_closed",      "shutdown"};
+      "replaced",          "peer_closed",      "shutdown",        "idle_timeout"};
   return v > 0 && v < static_cast<int>(kNames.size()) ? kNames[v] : "unknown";
 }
 
@@ -56,6 +56,7 @@ void Messenger::Impl::on_readable(ConnId id) {
       if (n.is(Errc::would_block)) return;
       return fail(id, n.error());
     }
+    c->last_rx = loop_.now();
     if (n.value() == 0) {
       const bool torn = c->decoder->finish() == msg::DecodeEvent::error;
       return fail(id, torn ? c->decoder->error() : make_error_code(MessengerErrc::peer_closed));
@@ -128,6 +129,7 @@ void Messenger::Impl::flush(Connection& c) {
       return;
     }
     c.out_off += n.value();
+    c.last_tx = loop_.now();
   }
   c.out.clear();
   c.out_off = 0;
@@ -169,6 +171,7 @@ void Messenger::Impl::drop(ConnId id, bool graceful) {
   conns_.erase(it);
   if (c->deadline != 0) loop_.cancel_timer(c->deadline);
   if (c->ack_timer != 0) loop_.cancel_timer(c->ack_timer);
+  if (c->keepalive != 0) loop_.cancel_timer(c->keepalive);
   release_slot(*c);
   if (graceful) (void)c->stream.shutdown_write();
   c->stream.close();

@@ -2,6 +2,7 @@
 // the ConnectionManager as the default source of streams.
 #include "rmsg/messenger.h"
 
+#include <limits>
 #include <utility>
 
 #include "msg/messenger_impl.h"
@@ -38,6 +39,8 @@ class MessengerCategory final : public std::error_category {
         return "peer closed the connection";
       case MessengerErrc::shutdown:
         return "messenger shut down";
+      case MessengerErrc::idle_timeout:
+        return "nothing received for idle_timeout";
     }
     return "unknown messenger error";
   }

@@ -80,6 +80,9 @@ struct Connection {
   std::uint64_t attempt_cs = 0;  // outbound: the connect_seq our hello asked for
   TimerId deadline = 0;          // handshake timeout
   TimerId ack_timer = 0;
+  TimerId keepalive = 0;  // open: the liveness tick
+  Clock::time_point last_rx{};
+  Clock::time_point last_tx{};
   bool holds_slot = false;  // counts against max_handshakes
   bool reading = false;     // inside on_readable (re-entrancy guard)
 
@@ -137,6 +140,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void pump(Session& s);  // writes what the window and the write buffer admit
   void send_ack(Connection& c, Session& s);
   void arm_ack_timer(Connection& c, Session& s);
+  void start_keepalive(Connection& c);
+  void keepalive_tick(ConnId id);
 
   // connection_io.cc: streams, frames, errors.
   Connection& new_connection(Connection::Role role);

@@ -123,3 +123,40 @@ void Messenger::Impl::arm_ack_timer(Connection& c, Session& s) {
 }
 
 }  // namespace rmsg
+
+namespace rmsg {
+
+void Messenger::Impl::start_keepalive(Connection& c) {
+  c.last_rx = c.last_tx = loop_.now();
+  const Duration ka = options_.keepalive_interval;
+  const Duration idle = options_.idle_timeout;
+  if (ka <= Duration::zero() && idle <= Duration::zero()) return;
+  // One tick serves both: the shorter period, so neither is late by more than a tick.
+  Duration period = ka > Duration::zero() ? ka : idle;
+  if (idle > Duration::zero() && idle / 4 < period) period = idle / 4;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const ConnId id = c.id;
+  c.keepalive = loop_.add_periodic(period, [weak, id] {
+    if (auto self = weak.lock()) self->keepalive_tick(id);
+  });
+}
+
+void Messenger::Impl::keepalive_tick(ConnId id) {
+  Connection* c = find_connection(id);
+  if (c == nullptr) return;
+  const Clock::time_point now = loop_.now();
+  const Duration idle = options_.idle_timeout;
+  if (idle > Duration::zero() && now - c->last_rx >= idle) {
+    return fail(id, make_error_code(MessengerErrc::idle_timeout));
+  }
+  const Duration ka = options_.keepalive_interval;
+  if (ka > Duration::zero() && now - c->last_tx >= ka && c->pending_bytes() == 0) {
+    const auto stamp =
+        msg::encode(msg::Value64{static_cast<std::uint64_t>(now.time_since_epoch().count())});
+    queue_control(*c, FrameType::keepalive, stamp);
+    counters_.counter("msg.keepalives_sent").add_owned();
+    flush(*c);
+  }
+}
+
+}  // namespace rmsg

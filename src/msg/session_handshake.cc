@@ -238,6 +238,7 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   c.deadline = 0;
   release_slot(c);
   c.state = Connection::State::open;
+  start_keepalive(c);
   if (s.outbound == c.id) s.outbound = 0;
   s.conn = c.id;
   s.state = Session::State::open;

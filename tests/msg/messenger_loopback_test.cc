@@ -318,6 +318,34 @@ TEST_F(MessengerLoopbackTest, DestroyingAMessengerClosesGracefully) {
   EXPECT_EQ(a_.node.counter("msg.errors.stream"), 0u);  // not a reset
 }
 
+TEST_F(MessengerLoopbackTest, HalfOpenConnectionTimesOutAndRecovers) {
+  MessengerOptions oa = options(kA);
+  oa.keepalive_interval = milliseconds(200);
+  oa.idle_timeout = milliseconds(1000);
+  start_a(oa);
+  start_b(options(kB));
+  ASSERT_TRUE(a_.node.m->add_peer(kB, loopback_params(kPortB)).ok());
+  send_a(10);
+  ASSERT_TRUE(run([&] { return b_has_all_from_a(); }));
+  // Idle: A's keepalives and B's answers keep the connection alive.
+  loop_->run_for([] { return false; }, std::chrono::seconds(3));
+  EXPECT_EQ(a_.node.count(Kind::disconnected), 0);
+  EXPECT_GE(a_.node.counter("msg.keepalives_sent"), 10u);
+  // Nothing from B arrives any more (B's side of every connection stalls): half-open.
+  b_.accept->delay(std::chrono::hours(1));
+  const auto t0 = loop_->now();
+  send_a(10);
+  RUN_UNTIL_EVENTS(a_, Kind::disconnected, 1);
+  EXPECT_EQ(a_.node.events.back().error, make_error_code(MessengerErrc::idle_timeout));
+  // idle_timeout after the last byte from B, which came at most one keepalive before t0;
+  // seen on a tick (idle / 4).
+  EXPECT_GE(loop_->now() - t0, milliseconds(1000 - 200));
+  EXPECT_LE(loop_->now() - t0, milliseconds(1000 + 250));
+  b_.accept->delay(Duration::zero());  // the network is back: new connections work
+  ASSERT_TRUE(run([&] { return b_has_all_from_a(); }));
+  expect_clean();
+}
+
 TEST_F(MessengerLoopbackTest, WrongNodeAtTheAddressFails) {
   start_a(options(kA));
   start_b(options(3));  // B's port, another node
