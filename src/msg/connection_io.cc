@@ -11,7 +11,7 @@
 namespace rmsg {
 namespace {
 
-constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr int kReadsPerCallback = 16;  // then the rest is deferred: other streams get a turn
 
 const char* messenger_errc_name(int v) {

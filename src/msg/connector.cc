@@ -11,7 +11,7 @@ Reaction failed(MessengerErrc e) noexcept {
 
 }  // namespace
 
-Reaction react(FrameType type, std::span<const std::byte> payload, AttemptNumbers& n) noexcept {
+Reaction react(FrameType type, std::span<const std::byte> payload, AttemptNumbers& n) {
   using K = Reaction::Kind;
   switch (type) {
     case FrameType::server_ident:

@@ -40,6 +40,6 @@ struct Reaction {
 // Applies `type`/`payload` (an answer received in the handshake) to `n`: connect_seq and
 // global_seq as the decision order's connector rules say (retry: max with the value;
 // retry_global likewise; wait: bumped to the attempt's; welcome: the established one).
-Reaction react(FrameType type, std::span<const std::byte> payload, AttemptNumbers& n) noexcept;
+Reaction react(FrameType type, std::span<const std::byte> payload, AttemptNumbers& n);
 
 }  // namespace rmsg::msg

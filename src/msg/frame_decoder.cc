@@ -43,12 +43,12 @@ void Frame::allocate(const Preamble& p) {
 }
 
 std::span<const std::byte> Frame::segment(std::size_t i) const noexcept {
-  if (i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
+  if (!storage_ || i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
   return {storage_.get() + offsets_[i], preamble_.lengths[i]};
 }
 
 std::span<std::byte> Frame::segment(std::size_t i) noexcept {
-  if (i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
+  if (!storage_ || i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
   return {storage_.get() + offsets_[i], preamble_.lengths[i]};
 }
 

@@ -5,7 +5,9 @@
 // preamble passed every check of frame.h (CRC first, then the size limit).
 //
 // Use:
-//   WireDecoder dec({.local = my_banner});
+//   DecoderOptions opts;
+//   opts.local = my_banner;                               // and opts.limits
+//   WireDecoder dec(opts);
 //   for each chunk read from the stream:
 //     std::span<const std::byte> in = chunk;
 //     while (!in.empty()) switch (dec.feed(in)) {       // feed() advances `in`
@@ -53,7 +55,7 @@ class Frame {
   FrameType type() const noexcept { return preamble_.type; }
   std::uint8_t flags() const noexcept { return preamble_.flags; }
   std::size_t segment_count() const noexcept { return preamble_.segment_count; }
-  // Segment i < segment_count(); an empty span for i beyond it.
+  // Segment i < segment_count(); an empty span for i beyond it (and for a moved-from frame).
   std::span<const std::byte> segment(std::size_t i) const noexcept;
   std::span<std::byte> segment(std::size_t i) noexcept;
   // The alignment the sender asked for segment i (0: none), as in the preamble.
@@ -106,7 +108,8 @@ class WireDecoder {
   const Negotiated& negotiated() const noexcept { return negotiated_; }
   // Whether the peer's banner was accepted (frames follow).
   bool banner_done() const noexcept { return banner_done_; }
-  // The completed frame, once per `frame` event.
+  // The completed frame, once per `frame` event (a frame not taken before the next
+  // feed()/prepare()/commit() is dropped).
   Frame take_frame() noexcept;
   std::error_code error() const noexcept { return error_; }
   const WireStats& stats() const noexcept { return stats_; }

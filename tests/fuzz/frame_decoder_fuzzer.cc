@@ -4,7 +4,9 @@
 // bit 2: we require feature bit 0), byte 1 seeds the chunking; the rest is the peer's bytes.
 // Beyond fuzz_decoder_trace.h's per-input properties: feed() in one chunking and
 // prepare()/commit() in another see the same events at the same offsets, and the stats
-// count exactly what the events said.
+// count exactly what the events said. And, since the decoder's CRCs are checked only
+// against the same code's encoder: the CRC32C in use equals the portable one over the
+// input, whole and continued across a split the input chooses.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -17,6 +19,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t mode = data[0];
   const std::uint8_t seed = data[1];
   const std::span<const std::byte> wire(reinterpret_cast<const std::byte*>(data) + 2, size - 2);
+
+  const std::size_t cut = wire.empty() ? 0 : seed % wire.size();
+  const auto whole = crc32c_portable(wire);
+  fuzz::check(crc32c(wire) == whole && crc32c_hw(wire) == whole);
+  fuzz::check(crc32c(wire.subspan(cut), crc32c_portable(wire.first(cut))) == whole);
 
   DecoderOptions o;
   o.expect_banner = (mode & 1) != 0;

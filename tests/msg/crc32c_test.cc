@@ -57,11 +57,17 @@ INSTANTIATE_TEST_SUITE_P(Impl, Crc32cVectors,
 
 TEST(Crc32c, HwAndPortableAgreeOverLengthsAlignmentsChunkings) {
   auto rng = testing::test_rng("crc32c");
-  std::vector<std::byte> buf(4096 + 64);
+  // Past 3 x 8192 bytes the hw path runs three interleaved chains (crc32c_sse42.cc), past
+  // 3 x 256 short ones: lengths cover every regime and the boundaries around them.
+  std::vector<std::byte> buf(100000 + 64);
   for (auto& b : buf) b = static_cast<std::byte>(rng());
+  const std::size_t edges[] = {767, 768, 769, 1535, 1536, 24575, 24576, 24577, 49152, 49159};
   for (int round = 0; round < 2000; ++round) {
     const std::size_t off = rng() % 64;
-    const std::size_t len = round < 200 ? static_cast<std::size_t>(round) : rng() % 4096;
+    const std::size_t len = round < 200       ? static_cast<std::size_t>(round)
+                            : round < 210     ? edges[round - 200]
+                            : round % 40 == 0 ? rng() % 100000
+                                              : rng() % 4096;
     const std::span<const std::byte> data(buf.data() + off, len);
     const std::uint32_t whole = crc32c_portable(data);
     ASSERT_EQ(crc32c_hw(data), whole) << "off " << off << " len " << len;

@@ -207,5 +207,19 @@ TEST(FrameCodec, EmptyFrameHasNoEpilogue) {
   EXPECT_EQ(fr.payload_size(), 0u);
 }
 
+TEST(FrameCodec, MovedFromFrameHasNoSegments) {
+  const auto a = wire_test::bytes_of("abc");
+  const Segment seg{a};
+  const auto bytes = frame_bytes(FrameType::message, {&seg, 1});
+  WireDecoder dec(frames_only());
+  std::span<const std::byte> in = bytes;
+  ASSERT_EQ(dec.feed(in), DecodeEvent::frame);
+  Frame f = dec.take_frame();
+  Frame g = std::move(f);
+  EXPECT_EQ(g.segment(0).size(), 3u);
+  EXPECT_TRUE(f.segment(0).empty());  // NOLINT(bugprone-use-after-move): the contract
+  EXPECT_TRUE(dec.take_frame().segment(0).empty());  // taken once
+}
+
 }  // namespace
 }  // namespace rmsg::msg
