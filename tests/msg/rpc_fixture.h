@@ -40,6 +40,9 @@ struct RpcSide {
   std::unique_ptr<RpcEndpoint> ep;
   std::vector<SessionEvent> events;
   KillableStreams* streams = nullptr;  // real streams only; owned by the messenger
+  // Loopback only: faults of the connections this side makes and accepts.
+  std::shared_ptr<LoopbackFaults> connect_faults = std::make_shared<LoopbackFaults>();
+  std::shared_ptr<LoopbackFaults> accept_faults = std::make_shared<LoopbackFaults>();
   std::string address;
   int count(SessionEvent::Kind k) const {
     int n = 0;

@@ -42,8 +42,7 @@ class RpcLoopbackTest : public ::testing::Test {
     RpcSide* s = &side;
     auto ep = RpcAccess::create(
         *loop_, o,
-        std::make_unique<LoopbackStreams>(*loop_, std::make_shared<LoopbackFaults>(),
-                                          std::make_shared<LoopbackFaults>()),
+        std::make_unique<LoopbackStreams>(*loop_, side.connect_faults, side.accept_faults),
         [s](SessionEvent e) { s->events.push_back(std::move(e)); });
     ASSERT_TRUE(ep.ok());
     side.ep = std::move(ep).value();
@@ -239,6 +238,28 @@ TEST_F(RpcLoopbackTest, SessionResetFailsEveryCallOfThatPeer) {
   EXPECT_EQ(a_.count(Kind::reset), 1);
   EXPECT_EQ(a_.ep->peer_stats(kB)->outstanding, 0u);
   EXPECT_EQ(a_.ep->peer_stats(kB)->failed, 8u);
+}
+
+TEST_F(RpcLoopbackTest, AReplyThatBreaksTheConnectionDoesNotRunTheRequestTwice) {
+  start_both();
+  int runs = 0;
+  b_.ep->handle(6, [&](const RpcRequest& r, RpcResponder reply) {
+    ++runs;
+    // The reply's write fails the connection inside the messenger's dispatch; the
+    // request must still count as delivered, or A's replay runs it again.
+    if (runs == 1) b_.accept_faults->reset();
+    reply.ok(r.body);
+  });
+  const CallId id = call(6, "once").value();
+  // Until B acknowledged A's request too (a replay of it has been through B's dispatch).
+  ASSERT_TRUE(run([&] {
+    return completed(id) && a_.ep->messenger().session_info(kB).value().queued == 0 &&
+           b_.ep->messenger().session_info(kA).value().queued == 0;
+  }));
+  EXPECT_FALSE(done_[id].error) << done_[id].error.message();
+  EXPECT_EQ(runs, 1);
+  EXPECT_GE(a_.count(Kind::disconnected), 1);
+  EXPECT_EQ(a_.count(Kind::reset), 0);
 }
 
 TEST_F(RpcLoopbackTest, DedupeTableAnswersARetryWithoutRunningAgain) {
