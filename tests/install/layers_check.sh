@@ -28,6 +28,7 @@ declare -A public=(
   [rdma.h]=rdma
   [connection_manager.h]=cm
   [messenger.h]=msg
+  [rpc.h]=msg
 )
 
 layer_of_header() {  # "rmsg/x.h" or "dir/x.h" -> layer, or empty when unknown
