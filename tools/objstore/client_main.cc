@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -115,27 +116,33 @@ int bench(EventLoop& loop, const Args& a) {
   }
   const std::vector<std::byte> value(a.size, std::byte{'v'});
   std::vector<double> us;
-  std::size_t issued = 0, done = 0, failed = 0;
+  std::size_t issued = 0, done = 0, failed = 0, misses = 0;
+  std::map<std::string, std::size_t> why;
   std::function<void(std::size_t)> next = [&](std::size_t ci) {
     if (issued >= a.ops) return;
     const std::size_t n = issued++;
-    const std::string key = "bench/" + std::to_string(n % 1000);
-    const bool get = (n * 7919 % 100) < a.get_percent && n >= 1000;
+    const bool get = n % 100 < a.get_percent && n >= 100;
+    // A get reads a key some earlier put wrote (the puts' keys cycle through 1000).
+    const std::string key = "bench/" + std::to_string((get ? n - 1 - n % 100 : n) % 1000);
     const auto body = get ? objstore::key_body(key) : objstore::put_body(key, value);
     const auto t0 = SteadyClock::now();
     auto id = clients[ci].ep->call(
         1, get ? objstore::kGet : objstore::kPut, body, {.deadline = loop.now() + a.timeout},
         [&, t0, ci](RpcResponse r) {
           ++done;
-          if (r.error) {
+          const bool miss = r.error == make_error_code(RpcErrc::handler_error) &&
+                            r.app_code == objstore::kNotFound;
+          misses += miss ? 1 : 0;
+          if (r.error && !miss) {
             ++failed;
+            ++why[r.error.message()];
           } else {
             us.push_back(
                 std::chrono::duration<double, std::micro>(SteadyClock::now() - t0).count());
           }
           next(ci);
         });
-    if (!id) ++done, ++failed;
+    if (!id) ++done, ++failed, ++why[id.error().message()];
   };
   const auto t0 = SteadyClock::now();
   for (std::size_t i = 0; i < clients.size(); ++i) next(i);
@@ -147,9 +154,10 @@ int bench(EventLoop& loop, const Args& a) {
   };
   std::printf(
       "objstore bench: %zu clients, %zu B values, %zu%% gets: %zu ops in %.2f s = %.0f "
-      "ops/s, p50 %.1f us, p99 %.1f us, p99.9 %.1f us, %zu failed\n",
+      "ops/s, p50 %.1f us, p99 %.1f us, p99.9 %.1f us, %zu get misses, %zu failed\n",
       a.clients, a.size, a.get_percent, a.ops, secs, static_cast<double>(a.ops) / secs, q(0.5),
-      q(0.99), q(0.999), failed);
+      q(0.99), q(0.999), misses, failed);
+  for (const auto& [reason, count] : why) std::printf("  failed %zu: %s\n", count, reason.c_str());
   return failed == 0 ? 0 : 1;
 }
 
