@@ -103,9 +103,20 @@ void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> paylo
 void RpcEndpoint::Impl::on_event(SessionEvent event) {
   if (event.kind == SessionEvent::Kind::reset) {
     fail_calls(event.peer, make_error_code(RpcErrc::session_reset));
+    drop_pending(event.peer);
     if (event.error == make_error_code(MessengerErrc::peer_restarted)) dedupe_.forget(event.peer);
   }
   if (on_event_) on_event_(std::move(event));
+}
+
+// The requests of a session that ended: their replies must not reach the next session,
+// whose calls the peer numbers afresh (a restarted peer reuses the ids).
+void RpcEndpoint::Impl::drop_pending(NodeId peer) {
+  auto it = pending_.lower_bound({peer, 0});
+  while (it != pending_.end() && it->first.first == peer) {
+    if (auto st = it->second.lock()) st->cancelled = true;
+    it = pending_.erase(it);
+  }
 }
 
 RpcEndpoint::Impl::PeerCounters& RpcEndpoint::Impl::peer_counters(NodeId node) {

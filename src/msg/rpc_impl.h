@@ -67,6 +67,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void close();  // the endpoint goes: fail every call, drop the messenger
   void on_message(NodeId from, std::span<const std::byte> payload);
   void on_event(SessionEvent event);
+  void drop_pending(NodeId peer);
   PeerCounters& peer_counters(NodeId node);
   std::optional<RpcPeerStats> peer_stats(NodeId node) const;
 

@@ -83,7 +83,11 @@ void RpcEndpoint::Impl::on_oneway(NodeId from, const msg::RpcHeader& h,
 
 void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status,
                                std::uint32_t code, std::span<const std::byte> body) {
-  pending_.erase({state.peer, state.id});
+  // Only this state's own entry: after a reset a new request may hold the same key.
+  if (auto it = pending_.find({state.peer, state.id});
+      it != pending_.end() && it->second.lock().get() == &state) {
+    pending_.erase(it);
+  }
   if (state.cancelled) {
     counters_.counter("rpc.server.reply_dropped").add_owned();
     return;

@@ -262,6 +262,25 @@ TEST_F(RpcLoopbackTest, AReplyThatBreaksTheConnectionDoesNotRunTheRequestTwice) 
   EXPECT_EQ(a_.count(Kind::reset), 0);
 }
 
+TEST_F(RpcLoopbackTest, ARestartedCallerNeverGetsItsPredecessorsReply) {
+  start_both();
+  const CallId old_id = call(kHold, "old").value();
+  ASSERT_TRUE(run([&] { return held_.size() == 1; }));
+  a_.ep.reset();  // A restarts: same node, new session; its ids start at 1 again
+  start(a_, kPortA, rpc_options(kA));
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, loopback_params(kPortB)).ok());
+  done_.clear();
+  const CallId new_id = call(kHold, "new").value();
+  EXPECT_EQ(new_id, old_id);
+  ASSERT_TRUE(run([&] { return held_.size() == 2 && b_.count(Kind::reset) == 1; }));
+  held_[0].ok(bytes_of("reply to the old call"));
+  held_[1].ok(bytes_of("reply to the new call"));
+  ASSERT_TRUE(run([&] { return completed(new_id); }));
+  EXPECT_FALSE(done_[new_id].error);
+  EXPECT_EQ(string_of(done_[new_id].body), "reply to the new call");
+  EXPECT_EQ(b_.counter("rpc.server.reply_dropped"), 1u);
+}
+
 TEST_F(RpcLoopbackTest, DedupeTableAnswersARetryWithoutRunningAgain) {
   start_both();
   int runs = 0;
