@@ -152,6 +152,20 @@ class Messenger {
   Result<void> send(NodeId peer, std::span<const std::byte> payload);
   Result<void> send(NodeId peer, std::vector<std::byte> payload);
 
+  // send() that names the message, for withdraw(): the session it was queued in (its
+  // cookie) and its number there. Errors: as send().
+  struct Ticket {
+    std::uint64_t session = 0;
+    std::uint64_t seq = 0;
+  };
+  Result<Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload);
+  // Withdraws a message not yet acknowledged: its payload is dropped and it keeps its
+  // number, so it is written (again, after a reconnect) as an empty message and the peer's
+  // dispatch sees an empty payload instead of it. A message already delivered stays
+  // delivered. Returns false when the message is no longer queued (acknowledged, or its
+  // session reset). Used by RPC (include/rmsg/rpc.h) for expired and cancelled calls.
+  bool withdraw(NodeId peer, Ticket ticket);
+
   // Drops the session with `peer` now (its connection closes; no event; queued messages
   // are lost) and forgets its address. The peer sees a reset when it comes back.
   void mark_down(NodeId peer);

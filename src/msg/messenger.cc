@@ -123,6 +123,12 @@ Result<void> Messenger::send(NodeId peer, std::span<const std::byte> payload) {
 Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload) {
   return impl_->send(peer, std::move(payload));
 }
+Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload) {
+  return impl_->send_tracked(peer, std::move(payload));
+}
+bool Messenger::withdraw(NodeId peer, Ticket ticket) {
+  return impl_->withdraw(peer, ticket);
+}
 void Messenger::mark_down(NodeId peer) {
   impl_->mark_down(peer);
 }

@@ -105,6 +105,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void set_policy(NodeId peer, SessionPolicy policy);
   Result<void> send(NodeId peer, std::vector<std::byte> payload);
   void mark_down(NodeId peer);
+  // messenger_withdraw.cc (RPC's additions).
+  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload);
+  bool withdraw(NodeId peer, Messenger::Ticket ticket);
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
 

@@ -88,6 +88,9 @@ class OutQueue {
   // The connection was lost: every message still queued is to be written again, in order,
   // on the next connection.
   void rewind() noexcept { cursor_ = 0, inflight_bytes_ = 0; }
+  // Drops the payload of message `seq` if it is still queued (it keeps its number and
+  // goes out empty); false when it is not queued. out_queue_withdraw.cc.
+  bool withdraw(Seq seq) noexcept;
   // Session reset: empties the queue, handing every message back (see Handback).
   Handback take_all();
 

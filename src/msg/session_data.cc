@@ -26,13 +26,19 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
           return fail(id, make_error_code(MessengerErrc::sequence_gap));
         case msg::InState::Verdict::deliver: {
           const NodeId peer = c.peer;
+          const Cookie session = s->my_cookie;
           dispatch_(peer, f.segment(1));
           counters_.counter("msg.delivered").add_owned();
-          // The callback may have dropped the session or this connection.
+          // The callback may have dropped the session or this connection (a send from it
+          // can fail the connection). The message was handed over either way: unless the
+          // session itself went, it counts as delivered, or the replay on the next
+          // connection would dispatch it a second time.
           s = find_session(peer);
-          if (s == nullptr || s->conn != id) return;
+          if (s == nullptr || s->my_cookie != session) return;
+          const bool ack_due = s->in.delivered(loop_.now());
+          if (s->conn != id) return;
           Connection* cc = find_connection(id);
-          if (s->in.delivered(loop_.now())) {
+          if (ack_due) {
             send_ack(*cc, *s);
           } else {
             arm_ack_timer(*cc, *s);

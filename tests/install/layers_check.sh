@@ -29,6 +29,7 @@ declare -A public=(
   [connection_manager.h]=cm
   [messenger.h]=msg
   [socket.h]=posix
+  [rpc.h]=msg
 )
 
 layer_of_header() {  # "rmsg/x.h" or "dir/x.h" -> layer, or empty when unknown

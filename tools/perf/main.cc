@@ -10,6 +10,7 @@
 #include "connect_test.h"
 #include "options.h"
 #include "report.h"
+#include "rpc_test.h"
 #include "stream_runner.h"
 
 namespace rmsg::perf {
@@ -161,6 +162,7 @@ std::optional<Row> measure(Runner& r, const SocketAddress& to, const Spec& spec,
 
 int run(const Options& o) {
   if (o.connect_test) return run_connect_test(o);
+  if (o.rpc_test) return run_rpc_test(o);
   std::string why;
   auto setup = make_setup(o, why);
   if (!setup) return fail(why);

@@ -56,7 +56,7 @@ bool parse_blocks(std::string_view text, Options& o) {
 
 void print_usage(std::FILE* out) {
   std::fputs(
-      "usage: rmsg-perf [--test lat|bw|connect] [--transport tcp|rdma|auto|posix|verbs]\n"
+      "usage: rmsg-perf [--test lat|bw|connect|rpc] [--transport tcp|rdma|auto|posix|verbs]\n"
       "                 [--size N[,N...]] [--iters N] [--repeat N] [--json] [--busy-poll]\n"
       "                 [--poll-spin US]\n"
       "                 [--one-thread] [--counters] [--blocks COUNTxSIZE]\n"
@@ -67,6 +67,8 @@ void print_usage(std::FILE* out) {
       "                bw: one-way stream. Default: both.\n"
       "                connect: connection setup through the connection manager, fresh\n"
       "                vs reused structures, one loop thread (--transport rdma|tcp)\n"
+      "                rpc: Messenger RPC echo calls (--outstanding 1,16,128) and one-way\n"
+      "                messages beside the raw stream ping-pong and streaming (rdma|tcp)\n"
       "  --transport   rmsg transport to measure (default auto: rdma when built and a\n"
       "                device has an active port, else tcp); posix, verbs: that baseline\n"
       "                alone (verbs: SEND/RECV straight on an RC QP)\n"
@@ -132,8 +134,10 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         o.tests.push_back(Test::bw);
       else if (v == "connect")
         o.connect_test = true;
+      else if (v == "rpc")
+        o.rpc_test = true;
       else
-        return bad("unknown test '" + v + "' (lat, bw, connect)");
+        return bad("unknown test '" + v + "' (lat, bw, connect, rpc)");
     } else if (arg == "--transport") {
       if (!value(o.transport)) return false;
     } else if (arg == "--baseline") {
@@ -141,6 +145,9 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
     } else if (arg == "--size") {
       if (!value(v)) return false;
       if (!parse_list(v, o.sizes)) return bad("bad --size '" + v + "' (1..1G)");
+    } else if (arg == "--outstanding") {
+      if (!value(v)) return false;
+      if (!parse_list(v, o.outstanding)) return bad("bad --outstanding '" + v + "'");
     } else if (arg == "--iters") {
       if (!value(v)) return false;
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), o.iters);

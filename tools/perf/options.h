@@ -28,6 +28,10 @@ struct Options {
   std::string connect;  // --connect ADDR:PORT
   std::string host;     // --address HOST (in-process runs)
   bool help = false;
+
+  // --test rpc (rpc_test.h): the RPC benchmark; --outstanding its depths (1,16,128).
+  bool rpc_test = false;
+  std::vector<std::uint64_t> outstanding;
 };
 
 // Parses argv; on a usage error returns false with `error` set.

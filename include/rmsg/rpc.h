@@ -1,0 +1,194 @@
+// RPC over the Messenger: request/response calls and one-way messages between nodes.
+// Design and policies: docs/messenger.md (RPC); every byte of the RPC header:
+// docs/protocol.md (Messenger RPC).
+//
+// An RpcEndpoint owns a Messenger (messenger() gives it for listen/add_peer/session_info)
+// and takes its dispatch and session events. Calls to one peer share that peer's session:
+// many may be outstanding, replies come in any order, matched by a 64-bit call id.
+//
+// Deadlines are absolute in the caller's steady clock (EventLoop::now()); the request
+// carries the remaining budget, because clocks are not synchronised. A call that reaches
+// its deadline completes with RpcErrc::timeout and is never retried behind the caller's
+// back: its request is withdrawn from the messenger's queue (Messenger::withdraw), so a
+// replay after a reconnect does not deliver it; a server also refuses (status timeout) a
+// request whose budget ran out before its handler would run. cancel() completes a call
+// with RpcErrc::cancelled, withdraws its request, and sends a cancel message the server
+// acts on (a pending responder sees cancelled(), and its reply is not sent).
+//
+// A session reset (the peer restarted, or forgot us) fails that peer's outstanding calls
+// with RpcErrc::session_reset: whether they ran is unknown. An application that retries a
+// non-idempotent call passes CallOptions::retry_of, and a server that registered the
+// method with MethodOptions::dedupe answers the retry from its bounded table
+// (request id -> reply) instead of running the handler again.
+//
+// Threading: loop-thread-only, like the Messenger; every callback runs on the loop thread.
+// Callbacks may call call(), cancel(), notify() and reply; they must not destroy the
+// endpoint. The loop must outlive the endpoint. The destructor completes every
+// outstanding call with RpcErrc::shutting_down (inside the destructor).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <system_error>
+#include <vector>
+
+#include "rmsg/counters.h"
+#include "rmsg/event_loop.h"
+#include "rmsg/messenger.h"
+#include "rmsg/result.h"
+
+namespace rmsg {
+
+// Why a call failed. 1-5 are also reply statuses on the wire (docs/protocol.md).
+enum class RpcErrc {
+  handler_error = 1,   // the handler answered with an error (RpcResponse::app_code)
+  unknown_method = 2,  // the server has no handler for the method
+  too_large = 3,       // the request exceeds the server's max_request_size (or ours)
+  shutting_down = 4,   // the server (or this endpoint) is shutting down
+  timeout = 5,         // the deadline passed (here, or before the server's dispatch)
+  cancelled = 6,       // cancel() (local only)
+  session_reset = 7,   // the session with the peer was reset: the call may or may not have run
+};
+const std::error_category& rpc_category() noexcept;
+inline std::error_code make_error_code(RpcErrc e) noexcept {
+  return {static_cast<int>(e), rpc_category()};
+}
+
+using CallId = std::uint64_t;  // 0: none
+
+// The completion of a call.
+struct RpcResponse {
+  std::error_code error;        // empty: ok
+  std::uint32_t app_code = 0;   // handler_error: the handler's code
+  std::vector<std::byte> body;  // ok, handler_error: the reply body
+  Duration latency{};           // from call() to completion
+};
+
+struct CallOptions {
+  Clock::time_point deadline{};  // required: absolute, in EventLoop::now()'s clock
+  CallId retry_of = 0;           // reuse this (finished) call's id: a deduplicated retry
+};
+
+struct MethodOptions {
+  // Keep the reply in the dedupe table, so that a retry with the same id is answered from
+  // it and the handler does not run twice (non-idempotent operations).
+  bool dedupe = false;
+};
+
+struct RpcOptions {
+  MessengerOptions messenger;  // node_id required (see Messenger)
+  // Request bodies above this are refused by the server (status too_large) unread.
+  std::size_t max_request_size = std::size_t{4} << 20;
+  // Calls outstanding on this endpoint at once; call() refuses beyond
+  // (Errc::resource_exhausted).
+  std::size_t max_outstanding = 65536;
+  // Replies kept for MethodOptions::dedupe methods (all peers together, oldest evicted
+  // first). 0: no table (dedupe methods run every time).
+  std::size_t dedupe_entries = 4096;
+};
+
+// What a handler gets. `body` is valid only during the handler call; copy what outlives it.
+struct RpcRequest {
+  NodeId from = 0;
+  CallId id = 0;
+  std::uint32_t method = 0;
+  std::span<const std::byte> body;
+  // The caller's budget, in this loop's clock (time_point::max(): none given).
+  Clock::time_point deadline = Clock::time_point::max();
+};
+
+// A handler's one way to answer; move-only. Reply once (ok or error); a responder
+// destroyed without a reply answers handler_error with app_code 0, so no call hangs on a
+// forgotten reply. Replies after a cancel, or after the endpoint is gone, are dropped.
+class RpcResponder {
+ public:
+  struct State;
+  RpcResponder() = default;
+  explicit RpcResponder(std::shared_ptr<State> state) noexcept : state_(std::move(state)) {}
+  RpcResponder(RpcResponder&&) noexcept = default;
+  RpcResponder& operator=(RpcResponder&& other) noexcept;
+  RpcResponder(const RpcResponder&) = delete;
+  RpcResponder& operator=(const RpcResponder&) = delete;
+  ~RpcResponder();
+
+  void ok(std::span<const std::byte> body = {});
+  void error(std::uint32_t app_code, std::span<const std::byte> body = {});
+  // The caller cancelled the call (its reply would be dropped).
+  bool cancelled() const noexcept;
+  bool pending() const noexcept { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+struct RpcPeerStats {
+  std::uint64_t calls = 0;      // call() accepted
+  std::uint64_t ok = 0;         // completed ok
+  std::uint64_t failed = 0;     // completed with an error (timeouts etc. included)
+  std::uint64_t timeouts = 0;   // completed with RpcErrc::timeout
+  std::uint64_t cancelled = 0;  // completed with RpcErrc::cancelled
+  std::uint64_t served = 0;     // requests from the peer answered by a handler
+  std::uint64_t oneway_sent = 0;
+  std::uint64_t oneway_received = 0;
+  std::size_t outstanding = 0;         // calls to the peer not yet complete
+  const Histogram* latency = nullptr;  // call latency (ns) of completed calls
+};
+
+class RpcEndpoint {
+ public:
+  using Handler = std::function<void(const RpcRequest& request, RpcResponder reply)>;
+  using OnewayHandler = std::function<void(const RpcRequest& request)>;
+  using CallCallback = std::function<void(RpcResponse response)>;
+
+  // Errors: those of Messenger::create; Errc::invalid_argument (max_outstanding 0).
+  static Result<std::unique_ptr<RpcEndpoint>> create(EventLoop& loop, const RpcOptions& options,
+                                                     Messenger::EventCallback on_event = {});
+  RpcEndpoint(const RpcEndpoint&) = delete;
+  RpcEndpoint& operator=(const RpcEndpoint&) = delete;
+  RpcEndpoint(RpcEndpoint&&) = delete;
+  RpcEndpoint& operator=(RpcEndpoint&&) = delete;
+  ~RpcEndpoint();
+
+  Messenger& messenger() noexcept;
+
+  // Registers (or replaces) the handler of `method`.
+  void handle(std::uint32_t method, Handler handler, MethodOptions options = {});
+  void handle_oneway(std::uint32_t method, OnewayHandler handler);
+
+  // Starts a call; `done` runs exactly once, on the loop, never inside call(). Errors
+  // (nothing started, `done` not run): RpcErrc::timeout (deadline not in the future),
+  // RpcErrc::too_large (body over the messenger's max_message_size less the header),
+  // RpcErrc::shutting_down, Errc::invalid_argument (bad peer, no deadline, retry_of
+  // outstanding), Errc::resource_exhausted (max_outstanding or a messenger queue bound).
+  Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
+                      const CallOptions& options, CallCallback done);
+  // Completes the call with RpcErrc::cancelled now (inside cancel()) and tells the server.
+  // False when the call is not outstanding.
+  bool cancel(CallId id);
+  // A one-way message: no id, no reply, delivered once and in order with the calls.
+  Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
+
+  // New requests are answered shutting_down; outstanding calls complete with
+  // RpcErrc::shutting_down now; the messenger stays (replies still go out).
+  void shutdown();
+
+  std::optional<RpcPeerStats> peer_stats(NodeId peer) const;
+  // rpc.* counters and per peer rpc.peer.<id>.* counters and the rpc.peer.<id>.call_ns
+  // histogram (docs/messenger.md lists them).
+  const CounterSet& counters() const noexcept;
+
+  class Impl;
+
+ private:
+  explicit RpcEndpoint(std::shared_ptr<Impl> impl);
+  friend struct RpcAccess;  // src/msg/rpc_seams.h
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace rmsg
+
+template <>
+struct std::is_error_code_enum<rmsg::RpcErrc> : std::true_type {};

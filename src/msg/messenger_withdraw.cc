@@ -1,0 +1,41 @@
+// Messenger::Impl::send_tracked and withdraw: what RPC needs to keep an expired or
+// cancelled request out of a replay (docs/messenger.md, RPC).
+#include <utility>
+
+#include "msg/messenger_impl.h"
+
+namespace rmsg {
+
+Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
+                                                        std::vector<std::byte> payload) {
+  if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
+    return make_error_code(Errc::invalid_argument);
+  }
+  if (shutting_down_) return make_error_code(Errc::closed);
+  Session& s = session_for(peer);
+  const Cookie session = s.my_cookie;
+  auto r = s.out->push(std::move(payload));
+  if (!r) {
+    counters_.counter("msg.send_refused").add_owned();
+    return r.error();
+  }
+  counters_.counter("msg.queued").add_owned();
+  // pump() and want_connection() never reset the session synchronously, but the ticket
+  // names the session it was queued in either way.
+  if (s.state == Session::State::open) {
+    pump(s);
+  } else {
+    want_connection(s);
+  }
+  return Messenger::Ticket{session, r.value()};
+}
+
+bool Messenger::Impl::withdraw(NodeId peer, Messenger::Ticket ticket) {
+  Session* s = find_session(peer);
+  if (s == nullptr || s->my_cookie != ticket.session) return false;
+  if (!s->out->withdraw(ticket.seq)) return false;
+  counters_.counter("msg.withdrawn").add_owned();
+  return true;
+}
+
+}  // namespace rmsg

@@ -1,0 +1,165 @@
+// The calling side: outstanding calls, deadlines (a timer each), replies, cancel, one-way
+// messages, and failing calls on a session reset or shutdown.
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "msg/rpc_impl.h"
+
+namespace rmsg {
+namespace {
+
+std::uint64_t budget_us(Duration left) noexcept {
+  // Rounded up: a call with any time left never arrives with a zero budget.
+  const auto us = std::chrono::ceil<std::chrono::microseconds>(left).count();
+  return us < 1 ? 1 : static_cast<std::uint64_t>(us);
+}
+
+RpcErrc errc_of(msg::RpcStatus s) noexcept {
+  return static_cast<RpcErrc>(static_cast<int>(s));  // statuses 1-5 are RpcErrc 1-5
+}
+
+}  // namespace
+
+Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
+                                       std::span<const std::byte> body, const CallOptions& options,
+                                       CallCallback done) {
+  if (shut_) return make_error_code(RpcErrc::shutting_down);
+  if (peer == 0 || peer == options_.messenger.node_id || !done ||
+      options.deadline == Clock::time_point{}) {
+    return make_error_code(Errc::invalid_argument);
+  }
+  if (body.size() > options_.messenger.max_message_size - msg::RpcHeader::kSize) {
+    return make_error_code(RpcErrc::too_large);
+  }
+  const auto now = loop_.now();
+  if (options.deadline <= now) return make_error_code(RpcErrc::timeout);
+  if (calls_.size() >= options_.max_outstanding) return make_error_code(Errc::resource_exhausted);
+  CallId id = options.retry_of;
+  if (id != 0 && calls_.contains(id)) return make_error_code(Errc::invalid_argument);
+  if (id == 0) id = next_id_++;
+  msg::RpcHeader h;
+  h.kind = msg::RpcKind::request;
+  h.flags = options.retry_of != 0 ? msg::kRpcFlagDedupe : 0;
+  h.word = method;
+  h.id = id;
+  h.budget_us = budget_us(options.deadline - now);
+  auto ticket = messenger_->send_tracked(peer, msg::encode_rpc(h, body));
+  if (!ticket) return ticket.error();
+  std::weak_ptr<Impl> weak = weak_from_this();
+  Call c;
+  c.peer = peer;
+  c.ticket = ticket.value();
+  c.start = now;
+  c.done = std::move(done);
+  c.timer = loop_.add_timer(options.deadline - now, [weak, id] {
+    if (auto self = weak.lock()) self->on_deadline(id);
+  });
+  calls_.emplace(id, std::move(c));
+  PeerCounters& pc = peer_counters(peer);
+  pc.calls->add_owned();
+  ++pc.outstanding;
+  return id;
+}
+
+void RpcEndpoint::Impl::complete(CallId id, RpcResponse response) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return;
+  Call c = std::move(it->second);
+  calls_.erase(it);
+  if (c.timer != 0) loop_.cancel_timer(c.timer);
+  response.latency = loop_.now() - c.start;
+  PeerCounters& pc = peer_counters(c.peer);
+  --pc.outstanding;
+  if (!response.error) {
+    pc.ok->add_owned();
+    pc.latency->record(static_cast<std::uint64_t>(response.latency.count()));
+  } else {
+    pc.failed->add_owned();
+    if (response.error == make_error_code(RpcErrc::timeout)) pc.timeouts->add_owned();
+    if (response.error == make_error_code(RpcErrc::cancelled)) pc.cancelled->add_owned();
+  }
+  c.done(std::move(response));
+}
+
+void RpcEndpoint::Impl::on_reply(NodeId from, const msg::RpcHeader& h,
+                                 std::span<const std::byte> body) {
+  auto it = calls_.find(h.id);
+  if (it == calls_.end() || it->second.peer != from) {
+    // The call timed out or was cancelled meanwhile, or the peer is confused.
+    counters_.counter("rpc.late_replies").add_owned();
+    return;
+  }
+  RpcResponse r;
+  if (h.status != msg::RpcStatus::ok) r.error = make_error_code(errc_of(h.status));
+  r.app_code = h.word;
+  r.body.assign(body.begin(), body.end());
+  complete(h.id, std::move(r));
+}
+
+void RpcEndpoint::Impl::on_deadline(CallId id) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return;
+  it->second.timer = 0;
+  // Keep the request out of any replay: it must not run after the caller gave up.
+  if (messenger_->withdraw(it->second.peer, it->second.ticket)) {
+    counters_.counter("rpc.withdrawn").add_owned();
+  }
+  RpcResponse r;
+  r.error = make_error_code(RpcErrc::timeout);
+  complete(id, std::move(r));
+}
+
+bool RpcEndpoint::Impl::cancel(CallId id) {
+  auto it = calls_.find(id);
+  if (it == calls_.end()) return false;
+  const NodeId peer = it->second.peer;
+  if (messenger_->withdraw(peer, it->second.ticket)) {
+    counters_.counter("rpc.withdrawn").add_owned();
+  }
+  // The request may already have been delivered: tell the server (best effort; a full
+  // queue only costs the server some work).
+  msg::RpcHeader h;
+  h.kind = msg::RpcKind::cancel;
+  h.id = id;
+  if (!messenger_->send(peer, msg::encode_rpc(h, {}))) {
+    counters_.counter("rpc.cancel_not_sent").add_owned();
+  }
+  RpcResponse r;
+  r.error = make_error_code(RpcErrc::cancelled);
+  complete(id, std::move(r));
+  return true;
+}
+
+Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
+                                       std::span<const std::byte> body) {
+  if (shut_) return make_error_code(RpcErrc::shutting_down);
+  if (body.size() > options_.messenger.max_message_size - msg::RpcHeader::kSize) {
+    return make_error_code(RpcErrc::too_large);
+  }
+  msg::RpcHeader h;
+  h.kind = msg::RpcKind::oneway;
+  h.word = method;
+  RMSG_TRY(messenger_->send(peer, msg::encode_rpc(h, body)));
+  peer_counters(peer).oneway_sent->add_owned();
+  return {};
+}
+
+void RpcEndpoint::Impl::fail_calls(NodeId peer, std::error_code why) {
+  std::vector<CallId> ids;
+  for (const auto& [id, c] : calls_) {
+    if (peer == 0 || c.peer == peer) ids.push_back(id);
+  }
+  for (CallId id : ids) {
+    RpcResponse r;
+    r.error = why;
+    complete(id, std::move(r));  // a callback may have completed others: complete() checks
+  }
+}
+
+void RpcEndpoint::Impl::shutdown() {
+  shut_ = true;
+  fail_calls(0, make_error_code(RpcErrc::shutting_down));
+}
+
+}  // namespace rmsg

@@ -1,0 +1,109 @@
+// RpcEndpoint's insides: the client's outstanding calls (rpc_client.cc), the server's
+// handlers, pending responders and dedupe table (rpc_server.cc), message demultiplexing
+// and session events (rpc.cc).
+//
+// Lifetime: the Impl is shared (RpcEndpoint holds it); the messenger's callbacks, timers
+// and responders hold weak_ptrs, so nothing runs on a destroyed endpoint.
+//
+// Threading: the loop thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+
+#include "msg/rpc_dedupe.h"
+#include "msg/rpc_wire.h"
+#include "msg/seams.h"
+#include "rmsg/rpc.h"
+
+namespace rmsg {
+
+struct RpcResponder::State {
+  std::weak_ptr<RpcEndpoint::Impl> endpoint;
+  NodeId peer = 0;
+  CallId id = 0;
+  bool dedupe = false;
+  bool cancelled = false;
+};
+
+class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl> {
+ public:
+  struct Call {
+    NodeId peer = 0;
+    Messenger::Ticket ticket;
+    Clock::time_point start{};
+    TimerId timer = 0;
+    CallCallback done;
+  };
+  struct PeerCounters {
+    Counter* calls = nullptr;
+    Counter* ok = nullptr;
+    Counter* failed = nullptr;
+    Counter* timeouts = nullptr;
+    Counter* cancelled = nullptr;
+    Counter* served = nullptr;
+    Counter* oneway_sent = nullptr;
+    Counter* oneway_received = nullptr;
+    Histogram* latency = nullptr;
+    std::size_t outstanding = 0;
+  };
+  struct Method {
+    Handler handler;
+    MethodOptions options;
+  };
+
+  Impl(EventLoop& loop, const RpcOptions& options, Messenger::EventCallback on_event);
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  Impl(Impl&&) = delete;
+  Impl& operator=(Impl&&) = delete;
+  ~Impl() = default;
+
+  // rpc.cc
+  Result<void> start(std::unique_ptr<StreamFactory> streams);
+  void close();  // the endpoint goes: fail every call, drop the messenger
+  void on_message(NodeId from, std::span<const std::byte> payload);
+  void on_event(SessionEvent event);
+  void drop_pending(NodeId peer);
+  PeerCounters& peer_counters(NodeId node);
+  std::optional<RpcPeerStats> peer_stats(NodeId node) const;
+
+  // rpc_client.cc
+  Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
+                      const CallOptions& options, CallCallback done);
+  bool cancel(CallId id);
+  Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
+  void on_reply(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
+  void on_deadline(CallId id);
+  void complete(CallId id, RpcResponse response);
+  void fail_calls(NodeId peer, std::error_code why);  // peer 0: every call
+  void shutdown();
+
+  // rpc_server.cc
+  void on_request(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
+  void on_cancel(NodeId from, CallId id);
+  void on_oneway(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
+  void finish(RpcResponder::State& state, msg::RpcStatus status, std::uint32_t code,
+              std::span<const std::byte> body);
+  void send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,
+                  std::span<const std::byte> body, bool dedupe);
+
+  EventLoop& loop_;
+  RpcOptions options_;
+  Messenger::EventCallback on_event_;
+  std::unique_ptr<Messenger> messenger_;
+  CounterSet counters_;
+  std::unordered_map<CallId, Call> calls_;
+  CallId next_id_ = 1;
+  std::unordered_map<std::uint32_t, Method> methods_;
+  std::unordered_map<std::uint32_t, OnewayHandler> oneway_;
+  std::map<msg::DedupeTable::Key, std::weak_ptr<RpcResponder::State>> pending_;
+  msg::DedupeTable dedupe_;
+  std::unordered_map<NodeId, PeerCounters> peers_;
+  bool shut_ = false;
+};
+
+}  // namespace rmsg

@@ -1,0 +1,56 @@
+#include "msg/rpc_wire.h"
+
+#include <cstring>
+
+namespace rmsg::msg {
+namespace {
+
+template <class T>
+void put(std::byte* at, T v) noexcept {
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
+    at[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
+  }
+}
+template <class T>
+T get(const std::byte* at) noexcept {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
+    v |= static_cast<std::uint64_t>(at[i]) << (8 * i);
+  }
+  return static_cast<T>(v);
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_rpc(const RpcHeader& h, std::span<const std::byte> body) {
+  std::vector<std::byte> out(RpcHeader::kSize + body.size());
+  std::byte* p = out.data();
+  if (p == nullptr) return out;  // never (size >= kSize): keeps GCC -O3 -Wnull-dereference quiet
+  p[0] = static_cast<std::byte>(h.kind);
+  p[1] = static_cast<std::byte>(h.flags);
+  p[2] = static_cast<std::byte>(h.status);
+  p[3] = std::byte{0};
+  put<std::uint32_t>(p + 4, h.word);
+  put<std::uint64_t>(p + 8, h.id);
+  put<std::uint64_t>(p + 16, h.budget_us);
+  if (!body.empty()) std::memcpy(p + RpcHeader::kSize, body.data(), body.size());
+  return out;
+}
+
+std::optional<RpcHeader> decode_rpc(std::span<const std::byte> payload) noexcept {
+  if (payload.size() < RpcHeader::kSize) return std::nullopt;
+  const std::byte* p = payload.data();
+  const auto kind = static_cast<std::uint8_t>(p[0]);
+  const auto status = static_cast<std::uint8_t>(p[2]);
+  if (kind < 1 || kind > 4 || status > 5 || p[3] != std::byte{0}) return std::nullopt;
+  RpcHeader h;
+  h.kind = static_cast<RpcKind>(kind);
+  h.flags = static_cast<std::uint8_t>(p[1]);
+  h.status = static_cast<RpcStatus>(status);
+  h.word = get<std::uint32_t>(p + 4);
+  h.id = get<std::uint64_t>(p + 8);
+  h.budget_us = get<std::uint64_t>(p + 16);
+  return h;
+}
+
+}  // namespace rmsg::msg
