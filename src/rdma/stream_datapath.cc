@@ -435,9 +435,13 @@ void RdmaStream::fail(std::error_code ec) {
   if (closed()) return;
   if (error_) {
     // A flushed request only says that the QP is in error; the completion that put it
-    // there (often on the other CQ, polled in the same pass) names the cause: keep that.
+    // there (often on the other CQ, polled in the same pass) or the device's async event
+    // (a port error: adaptive polling may reap the flush before the loop reads the event)
+    // names the cause: keep that.
     const auto flushed = make_wc_error(IBV_WC_WR_FLUSH_ERR);
-    if (error_ == flushed && ec.category() == wc_category() && ec != flushed) error_ = ec;
+    const bool names_cause = ec.category() == async_event_category() ||
+                             (ec.category() == wc_category() && ec != flushed);
+    if (error_ == flushed && names_cause) error_ = ec;
     return;
   }
   error_ = ec;
