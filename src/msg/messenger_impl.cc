@@ -51,22 +51,8 @@ void Messenger::Impl::set_policy(NodeId peer, SessionPolicy policy) {
 }
 
 Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload) {
-  if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
-    return make_error_code(Errc::invalid_argument);
-  }
-  if (shutting_down_) return make_error_code(Errc::closed);
-  Session& s = session_for(peer);
-  auto r = s.out->push(std::move(payload));
-  if (!r) {
-    counters_.counter("msg.send_refused").add_owned();
-    return r.error();
-  }
-  counters_.counter("msg.queued").add_owned();
-  if (s.state == Session::State::open) {
-    pump(s);
-  } else {
-    want_connection(s);
-  }
+  auto r = send_tracked(peer, std::move(payload));
+  if (!r) return r.error();
   return {};
 }
 

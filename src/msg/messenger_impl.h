@@ -166,6 +166,18 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   DispatchCallback dispatch_;
   EventCallback on_event_;
   CounterSet counters_;
+  // The per-message counters, looked up once: CounterSet::counter() takes a lock and
+  // searches a map.
+  struct HotCounters {
+    Counter& queued;
+    Counter& delivered;
+    Counter& duplicates_dropped;
+    Counter& acks_received;
+    Counter& replayed;
+  };
+  HotCounters hot_{counters_.counter("msg.queued"), counters_.counter("msg.delivered"),
+                   counters_.counter("msg.duplicates_dropped"),
+                   counters_.counter("msg.acks_received"), counters_.counter("msg.replayed")};
   msg::QueueBudget budget_;
   msg::QueueLimits limits_;
   msg::AckPolicy ack_policy_;

@@ -1,4 +1,4 @@
-// Messenger::Impl::send_tracked and withdraw: what RPC needs to keep an expired or
+// Messenger::Impl::send_tracked (send() too) and withdraw: what RPC needs to keep an expired or
 // cancelled request out of a replay (docs/messenger.md, RPC).
 #include <utility>
 
@@ -19,7 +19,7 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
     counters_.counter("msg.send_refused").add_owned();
     return r.error();
   }
-  counters_.counter("msg.queued").add_owned();
+  hot_.queued.add_owned();
   // pump() and want_connection() never reset the session synchronously, but the ticket
   // names the session it was queued in either way.
   if (s.state == Session::State::open) {

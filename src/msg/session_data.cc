@@ -20,7 +20,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       if (!s->out->ack(h->ack)) return fail(id, make_error_code(MessengerErrc::bad_ack));
       switch (s->in.check(h->seq)) {
         case msg::InState::Verdict::duplicate:
-          counters_.counter("msg.duplicates_dropped").add_owned();
+          hot_.duplicates_dropped.add_owned();
           break;
         case msg::InState::Verdict::gap:
           return fail(id, make_error_code(MessengerErrc::sequence_gap));
@@ -28,7 +28,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
           const NodeId peer = c.peer;
           const Cookie session = s->my_cookie;
           dispatch_(peer, f.segment(1));
-          counters_.counter("msg.delivered").add_owned();
+          hot_.delivered.add_owned();
           // The callback may have dropped the session or this connection (a send from it
           // can fail the connection). The message was handed over either way: unless the
           // session itself went, it counts as delivered, or the replay on the next
@@ -53,7 +53,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       auto v = msg::decode_value64(f.segment(0));
       if (!v) return fail(id, bad);
       if (!s->out->ack(v->value)) return fail(id, make_error_code(MessengerErrc::bad_ack));
-      counters_.counter("msg.acks_received").add_owned();
+      hot_.acks_received.add_owned();
       pump(*s);
       return;
     }
@@ -83,7 +83,7 @@ void Messenger::Impl::pump(Session& s) {
     const msg::Segment segs[2] = {{header, 0}, {m->payload, 0}};
     if (!queue_frame(*c, FrameType::message, segs)) break;
     if (s.out->highest_written() != 0 && msg::seq_at_or_before(m->seq, s.out->highest_written())) {
-      counters_.counter("msg.replayed").add_owned();
+      hot_.replayed.add_owned();
     }
     s.out->mark_written();
     counters_.counter("msg.sent").add_owned();
