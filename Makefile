@@ -7,6 +7,15 @@ CTEST   := ctest --output-on-failure --no-tests=error
 GEN     := -G Ninja
 # Every tree configured here treats warnings as errors (CMake's default is off, for users).
 CONFIG  := $(GEN) -DRMSG_WERROR=ON
+# ccache when installed (scripts/deps.sh test installs it): a second clone on this machine,
+# CI's included, rebuilds its four trees from the cache. Paths under the clone are hashed
+# relative to it, so clones at different places share entries (an object from the cache
+# keeps the first clone's absolute path in __FILE__ and its debug info).
+ifneq ($(shell command -v ccache 2>/dev/null),)
+CONFIG  += -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+endif
 # `make test`'s steps in order; scripts/tiers.sh prints each one's wall time at the end.
 TIERS   := build host asan tsan clang rdma rdma-asan
 

@@ -15,9 +15,11 @@ clang=(clang-14 libclang-rt-14-dev llvm-14)
 # they run unmodified, Debian's /usr/bin/python3 that drives them, objdump for the import
 # check.
 shim=(iperf3 redis-server redis-tools python3 binutils)
+# The Makefile compiles through ccache when it is installed (a clean clone rebuilds fast).
+cache=(ccache)
 case "${1:-build}" in
   build|demo) want=("${build[@]}") ;;
-  test) want=("${build[@]}" "${softroce[@]}" "${clang[@]}" "${shim[@]}") ;;
+  test) want=("${build[@]}" "${softroce[@]}" "${clang[@]}" "${shim[@]}" "${cache[@]}") ;;
   *) echo "usage: $0 build|test|demo" >&2; exit 2 ;;
 esac
 missing=()
