@@ -112,7 +112,9 @@ struct MessengerOptions {
   // Liveness of an open connection: a keepalive frame after keepalive_interval without
   // sending anything; the connection closes (idle_timeout) after idle_timeout without
   // receiving anything (the peer's keepalives count). Zero turns either off;
-  // idle_timeout must exceed the peer's keepalive_interval.
+  // idle_timeout must exceed the peer's keepalive_interval. Both are checked on one tick
+  // (the shorter of keepalive_interval and idle_timeout / 4), and writes are noticed on it,
+  // so a keepalive after other traffic may come up to one tick late.
   Duration keepalive_interval = std::chrono::seconds(1);
   Duration idle_timeout = std::chrono::seconds(10);
   // Our connect attempts in flight at once (connect + handshake); more wait their turn.

@@ -129,7 +129,7 @@ void Messenger::Impl::flush(Connection& c) {
       return;
     }
     c.out_off += n.value();
-    c.last_tx = loop_.now();
+    c.sent_since_tick = true;
   }
   c.out.clear();
   c.out_off = 0;

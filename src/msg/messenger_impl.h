@@ -79,10 +79,13 @@ struct Connection {
   std::size_t out_off = 0;
   std::uint64_t attempt_cs = 0;  // outbound: the connect_seq our hello asked for
   TimerId deadline = 0;          // handshake timeout
-  TimerId ack_timer = 0;
-  TimerId keepalive = 0;  // open: the liveness tick
-  Clock::time_point last_rx{};
+  TimerId ack_timer = 0;         // armed while an ack may come due; never cancelled (it re-checks)
+  TimerId keepalive = 0;         // open: the liveness tick
+  Clock::time_point last_rx{};   // when bytes last arrived (one clock read per read call)
+  // When the liveness tick last saw something written: a write only sets the flag, so the
+  // data path reads no clock for it; a keepalive is due up to one tick late.
   Clock::time_point last_tx{};
+  bool sent_since_tick = false;
   bool holds_slot = false;  // counts against max_handshakes
   bool reading = false;     // inside on_readable (re-entrancy guard)
 
@@ -142,7 +145,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void on_open_frame(Connection& c, msg::Frame& f);
   void pump(Session& s);  // writes what the window and the write buffer admit
   void send_ack(Connection& c, Session& s);
-  void arm_ack_timer(Connection& c, Session& s);
+  void arm_ack_timer(Connection& c, Session& s, Clock::time_point now);
   void start_keepalive(Connection& c);
   void keepalive_tick(ConnId id);
 
@@ -174,10 +177,14 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
     Counter& duplicates_dropped;
     Counter& acks_received;
     Counter& replayed;
+    Counter& sent;
   };
-  HotCounters hot_{counters_.counter("msg.queued"), counters_.counter("msg.delivered"),
+  HotCounters hot_{counters_.counter("msg.queued"),
+                   counters_.counter("msg.delivered"),
                    counters_.counter("msg.duplicates_dropped"),
-                   counters_.counter("msg.acks_received"), counters_.counter("msg.replayed")};
+                   counters_.counter("msg.acks_received"),
+                   counters_.counter("msg.replayed"),
+                   counters_.counter("msg.sent")};
   msg::QueueBudget budget_;
   msg::QueueLimits limits_;
   msg::AckPolicy ack_policy_;

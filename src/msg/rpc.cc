@@ -65,6 +65,8 @@ Result<void> RpcEndpoint::Impl::start(std::unique_ptr<StreamFactory> streams) {
 void RpcEndpoint::Impl::close() {
   shut_ = true;
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
+  if (deadline_timer_ != 0) loop_.cancel_timer(deadline_timer_);
+  deadline_timer_ = 0;
   for (auto& [key, weak] : pending_) {
     if (auto st = weak.lock()) st->endpoint.reset();
   }

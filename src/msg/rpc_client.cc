@@ -1,5 +1,5 @@
-// The calling side: outstanding calls, deadlines (a timer each), replies, cancel, one-way
-// messages, and failing calls on a session reset or shutdown.
+// The calling side: outstanding calls, deadlines (one timer for all: rpc_deadlines.h), replies,
+// cancel, one-way messages, and failing calls on a session reset or shutdown.
 #include <chrono>
 #include <utility>
 #include <vector>
@@ -46,16 +46,17 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.budget_us = budget_us(options.deadline - now);
   auto ticket = messenger_->send_tracked(peer, msg::encode_rpc(h, body));
   if (!ticket) return ticket.error();
-  std::weak_ptr<Impl> weak = weak_from_this();
   Call c;
   c.peer = peer;
   c.ticket = ticket.value();
   c.start = now;
+  c.deadline = options.deadline;
   c.done = std::move(done);
-  c.timer = loop_.add_timer(options.deadline - now, [weak, id] {
-    if (auto self = weak.lock()) self->on_deadline(id);
-  });
   calls_.emplace(id, std::move(c));
+  deadlines_.push({options.deadline, id}, calls_.size(), [this](auto add) {
+    for (const auto& [cid, call] : calls_) add({call.deadline, cid});
+  });
+  arm_deadline_timer();
   PeerCounters& pc = peer_counters(peer);
   pc.calls->add_owned();
   ++pc.outstanding;
@@ -66,8 +67,7 @@ void RpcEndpoint::Impl::complete(CallId id, RpcResponse response) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
   Call c = std::move(it->second);
-  calls_.erase(it);
-  if (c.timer != 0) loop_.cancel_timer(c.timer);
+  calls_.erase(it);  // its deadline entry goes stale (the queue skips it)
   response.latency = loop_.now() - c.start;
   PeerCounters& pc = peer_counters(c.peer);
   --pc.outstanding;
@@ -97,10 +97,32 @@ void RpcEndpoint::Impl::on_reply(NodeId from, const msg::RpcHeader& h,
   complete(h.id, std::move(r));
 }
 
+void RpcEndpoint::Impl::arm_deadline_timer() {
+  const Clock::time_point next = deadlines_.next();
+  if (next >= deadline_armed_) return;
+  if (deadline_timer_ != 0) loop_.cancel_timer(deadline_timer_);
+  deadline_armed_ = next;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  deadline_timer_ = loop_.add_timer(next - loop_.now(), [weak] {
+    if (auto self = weak.lock()) self->deadlines_due();
+  });
+}
+
+void RpcEndpoint::Impl::deadlines_due() {
+  deadline_timer_ = 0;
+  deadline_armed_ = Clock::time_point::max();
+  for (const auto& e : deadlines_.pop_due(loop_.now())) {
+    auto it = calls_.find(e.id);
+    // Completed, or the id now belongs to a retry with its own deadline: stale.
+    if (it == calls_.end() || it->second.deadline != e.deadline) continue;
+    on_deadline(e.id);  // its callback may start calls (and arm the timer)
+  }
+  arm_deadline_timer();
+}
+
 void RpcEndpoint::Impl::on_deadline(CallId id) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
-  it->second.timer = 0;
   // Keep the request out of any replay: it must not run after the caller gave up.
   if (messenger_->withdraw(it->second.peer, it->second.ticket)) {
     counters_.counter("rpc.withdrawn").add_owned();

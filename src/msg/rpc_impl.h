@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "msg/rpc_deadlines.h"
 #include "msg/rpc_dedupe.h"
 #include "msg/rpc_wire.h"
 #include "msg/seams.h"
@@ -35,7 +36,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     NodeId peer = 0;
     Messenger::Ticket ticket;
     Clock::time_point start{};
-    TimerId timer = 0;
+    Clock::time_point deadline{};
     CallCallback done;
   };
   struct PeerCounters {
@@ -78,6 +79,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
   void on_reply(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
   void on_deadline(CallId id);
+  void arm_deadline_timer();  // at the earliest deadline queued, if earlier than armed
+  void deadlines_due();
   void complete(CallId id, RpcResponse response);
   void fail_calls(NodeId peer, std::error_code why);  // peer 0: every call
   void shutdown();
@@ -97,6 +100,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   std::unique_ptr<Messenger> messenger_;
   CounterSet counters_;
   std::unordered_map<CallId, Call> calls_;
+  msg::DeadlineQueue deadlines_;  // one timer for every call's deadline
+  TimerId deadline_timer_ = 0;
+  Clock::time_point deadline_armed_ = Clock::time_point::max();
   CallId next_id_ = 1;
   std::unordered_map<std::uint32_t, Method> methods_;
   std::unordered_map<std::uint32_t, OnewayHandler> oneway_;

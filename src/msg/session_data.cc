@@ -35,13 +35,14 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
           // connection would dispatch it a second time.
           s = find_session(peer);
           if (s == nullptr || s->my_cookie != session) return;
-          const bool ack_due = s->in.delivered(loop_.now());
+          // The time the bytes were read stands for now (one clock read per read call).
+          const bool ack_due = s->in.delivered(c.last_rx);
           if (s->conn != id) return;
           Connection* cc = find_connection(id);
           if (ack_due) {
             send_ack(*cc, *s);
           } else {
-            arm_ack_timer(*cc, *s);
+            arm_ack_timer(*cc, *s, cc->last_rx);
           }
           break;
         }
@@ -86,16 +87,10 @@ void Messenger::Impl::pump(Session& s) {
       hot_.replayed.add_owned();
     }
     s.out->mark_written();
-    counters_.counter("msg.sent").add_owned();
+    hot_.sent.add_owned();
     wrote = true;
   }
-  if (wrote) {
-    s.in.note_ack_sent();
-    if (c->ack_timer != 0) {
-      loop_.cancel_timer(c->ack_timer);
-      c->ack_timer = 0;
-    }
-  }
+  if (wrote) s.in.note_ack_sent();  // the ack timer stays: it finds nothing pending
   flush(*c);
 }
 
@@ -104,16 +99,15 @@ void Messenger::Impl::send_ack(Connection& c, Session& s) {
   queue_control(c, FrameType::ack, v);
   s.in.note_ack_sent();
   counters_.counter("msg.acks_sent").add_owned();
-  if (c.ack_timer != 0) {
-    loop_.cancel_timer(c.ack_timer);
-    c.ack_timer = 0;
-  }
   flush(c);
 }
 
-void Messenger::Impl::arm_ack_timer(Connection& c, Session& s) {
+// One timer per connection at a time, never cancelled: when a frame carried the ack
+// meanwhile (the usual case for request/reply traffic) it fires, finds nothing pending and
+// is not re-armed, so a message costs no timer insertion and removal.
+void Messenger::Impl::arm_ack_timer(Connection& c, Session& s, Clock::time_point now) {
   if (c.ack_timer != 0) return;
-  Duration delay = s.in.ack_deadline() - loop_.now();
+  Duration delay = s.in.ack_deadline() - now;
   if (delay < Duration::zero()) delay = Duration::zero();
   std::weak_ptr<Impl> weak = weak_from_this();
   const ConnId id = c.id;
@@ -124,7 +118,11 @@ void Messenger::Impl::arm_ack_timer(Connection& c, Session& s) {
     if (cc == nullptr) return;
     cc->ack_timer = 0;
     Session* ss = self->find_session(cc->peer);
-    if (ss != nullptr && ss->conn == id && ss->in.ack_pending()) self->send_ack(*cc, *ss);
+    if (ss == nullptr || ss->conn != id || !ss->in.ack_pending()) return;
+    // Pending since after the timer was armed: wait out that message's own delay.
+    const Clock::time_point at = self->loop_.now();
+    if (ss->in.ack_deadline() > at) return self->arm_ack_timer(*cc, *ss, at);
+    self->send_ack(*cc, *ss);
   });
 }
 
@@ -151,6 +149,10 @@ void Messenger::Impl::keepalive_tick(ConnId id) {
   Connection* c = find_connection(id);
   if (c == nullptr) return;
   const Clock::time_point now = loop_.now();
+  if (c->sent_since_tick) {
+    c->last_tx = now;
+    c->sent_since_tick = false;
+  }
   const Duration idle = options_.idle_timeout;
   if (idle > Duration::zero() && now - c->last_rx >= idle) {
     return fail(id, make_error_code(MessengerErrc::idle_timeout));
@@ -161,7 +163,9 @@ void Messenger::Impl::keepalive_tick(ConnId id) {
         msg::encode(msg::Value64{static_cast<std::uint64_t>(now.time_since_epoch().count())});
     queue_control(*c, FrameType::keepalive, stamp);
     counters_.counter("msg.keepalives_sent").add_owned();
-    flush(*c);
+    c->last_tx = now;  // the keepalive itself: the next is due a full interval from now
+    flush(*c);         // may fail and remove the connection
+    if (Connection* cc = find_connection(id)) cc->sent_since_tick = false;
   }
 }
 

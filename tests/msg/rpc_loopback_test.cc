@@ -177,6 +177,24 @@ TEST_F(RpcLoopbackTest, TimeoutWhileTheHandlerHoldsTheCall) {
   EXPECT_EQ(done_.size(), 1u);
 }
 
+TEST_F(RpcLoopbackTest, AShortDeadlineBehindLongOnesExpiresOnTime) {
+  // One timer serves every deadline: a call with less time than those before it must
+  // re-arm it, and completed calls' deadlines must not fire anything.
+  start_both();
+  std::vector<CallId> slow;
+  for (int i = 0; i < 5; ++i) slow.push_back(call(kHold, "long", std::chrono::seconds(30)).value());
+  const auto t0 = loop_->now();
+  const CallId quick = call(kHold, "short", milliseconds(40)).value();
+  ASSERT_TRUE(run([&] { return completed(quick); }));
+  EXPECT_EQ(done_[quick].error, make_error_code(RpcErrc::timeout));
+  EXPECT_GE(loop_->now() - t0, milliseconds(40));
+  EXPECT_LT(loop_->now() - t0, milliseconds(1000));
+  for (CallId id : slow) EXPECT_FALSE(completed(id));
+  for (auto& r : held_) r.ok(bytes_of("done"));
+  ASSERT_TRUE(run([&] { return completed(slow.back()); }));
+  for (CallId id : slow) EXPECT_FALSE(done_[id].error) << id;
+}
+
 TEST_F(RpcLoopbackTest, CancelCompletesAtOnceAndTheServerSeesIt) {
   start_both();
   const CallId id = call(kHold, "x").value();
