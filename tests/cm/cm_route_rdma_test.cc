@@ -75,7 +75,7 @@ class ServerLoop {
         counters_[name] = cm_->counters().value(name);
       }
       echoes_.clear();
-      listener_.close();
+      listener_ = Listener();
       cm_.reset();
     });
   }
@@ -93,13 +93,14 @@ class ServerLoop {
     });
     done.get_future().wait();
   }
+  void hold(Listener l) { listener_ = std::move(l); }
   int accepted() const { return accepted_; }
   int wrong_thread() const { return wrong_thread_; }
   std::uint64_t counter(const std::string& name) { return counters_[name]; }  // after stop()
-  Listener listener_;
 
  private:
   std::unique_ptr<EventLoop> loop_;
+  Listener listener_;  // goes on the loop's thread, before the loop
   std::unique_ptr<ConnectionManager> cm_;
   std::deque<Echo> echoes_;
   std::thread thread_;
@@ -129,8 +130,9 @@ class CmRoute : public RdmaTest {
     auto l = a.cm().listen(address(), rdma_params(), a.on_accept(), std::move(router));
     EXPECT_TRUE(l.ok()) << l.error().message();
     if (!l) return 0;
-    a.listener_ = std::move(l).value();
-    return a.listener_.port();
+    const auto port = l.value().port();
+    a.hold(std::move(l).value());
+    return port;
   }
 
   // Starts one connect with `affinity`; its result lands in results_[i].
