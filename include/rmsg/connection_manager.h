@@ -48,9 +48,9 @@
 // elsewhere is moved (rdma_migrate_id) to the target loop's rdma_cm channel BEFORE any
 // verbs object is built, and the target builds (or reuses, from its own pool) the
 // structure on its own loop and delivers the stream to its own accept_routed() callback.
-// A request routed to a target that is gone (its manager destroyed), that has no
-// accept_routed() registration, or whose max_connections is reached, is rejected (the
-// peer's connect fails with Errc::resource_exhausted); so is one whose migration fails.
+// A request routed to a target that is gone (its manager destroyed) or whose
+// max_connections is reached is rejected (the peer's connect fails with
+// Errc::resource_exhausted); so is one whose migration fails.
 #pragma once
 
 #include <chrono>
