@@ -3,8 +3,10 @@
 // docs/protocol.md (Messenger RPC).
 //
 // An RpcEndpoint owns a Messenger (messenger() gives it for listen/add_peer/session_info)
-// and takes its dispatch and session events. Calls to one peer share that peer's session:
-// many may be outstanding, replies come in any order, matched by a 64-bit call id.
+// and takes its dispatch and session events; or it is one user (a service) of a messenger
+// the application owns and shares with other users, all over one session per peer. Calls to one
+// peer share that peer's session: many may be outstanding, replies come in any order, matched by a
+// 64-bit call id.
 //
 // Deadlines are absolute in the caller's steady clock (EventLoop::now()); the request
 // carries the remaining budget, because clocks are not synchronised. A call that reaches
@@ -145,6 +147,14 @@ class RpcEndpoint {
 
   // Errors: those of Messenger::create; Errc::invalid_argument (max_outstanding 0).
   static Result<std::unique_ptr<RpcEndpoint>> create(EventLoop& loop, const RpcOptions& options,
+                                                     Messenger::EventCallback on_event = {});
+  // An endpoint over `messenger` as its user `service` (Messenger::attach; not 0): it sends
+  // and receives only that service's messages, sees every session event, and detaches when
+  // destroyed. The messenger must outlive it and run on one loop (a messenger over several
+  // loops is Errc::invalid_argument for now); options.messenger is ignored (the
+  // messenger's own are used). Errors: those of attach(); Errc::invalid_argument.
+  static Result<std::unique_ptr<RpcEndpoint>> create(Messenger& messenger, ServiceId service,
+                                                     const RpcOptions& options,
                                                      Messenger::EventCallback on_event = {});
   RpcEndpoint(const RpcEndpoint&) = delete;
   RpcEndpoint& operator=(const RpcEndpoint&) = delete;

@@ -64,6 +64,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
 
   // rpc.cc
   Result<void> start(std::unique_ptr<StreamFactory> streams);
+  // Over a messenger the application owns, as `service`'s user (Messenger::attach).
+  Result<void> start(Messenger& messenger, ServiceId service);
   void close();  // the endpoint goes: fail every call, drop the messenger
   void on_message(NodeId from, std::span<const std::byte> payload);
   void on_event(SessionEvent event);
@@ -94,7 +96,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   EventLoop& loop_;
   RpcOptions options_;
   Messenger::EventCallback on_event_;
-  std::unique_ptr<Messenger> messenger_;
+  Messenger* messenger_ = nullptr;    // owned_ or the application's
+  std::unique_ptr<Messenger> owned_;  // RpcEndpoint::create(loop, ...)'s own
+  ServiceId service_ = 0;
   CounterSet counters_;
   std::unordered_map<CallId, Call> calls_;
   CallId next_id_ = 1;

@@ -6,7 +6,9 @@
 // Threading: the messenger's loop thread.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 
 #include "rmsg/connection_manager.h"
 #include "rmsg/messenger.h"
@@ -36,6 +38,12 @@ struct MessengerAccess {
                                                    std::unique_ptr<StreamFactory> streams,
                                                    Messenger::DispatchCallback dispatch,
                                                    Messenger::EventCallback on_event);
+  // Over several loops, with one factory made per loop (make_streams is called on the
+  // creating thread, once per loop, in order).
+  static Result<std::unique_ptr<Messenger>> create(
+      std::span<EventLoop* const> loops, const MessengerOptions& options,
+      const std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)>& make_streams,
+      Messenger::DispatchCallback dispatch, Messenger::EventCallback on_event);
 };
 
 }  // namespace rmsg

@@ -1,0 +1,233 @@
+// Many loops on many threads (TSan's tier runs this file): a messenger over 4 loops on 4
+// threads, 8 sender threads that are no loop's, 16 peers over TCP loopback; accepted
+// connections routed to the loop that owns their session; and the loopback stream with
+// its loop on a thread of its own. Every message once and in order per (sender thread,
+// peer); one session per peer.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "msg/msg_harness.h"
+#include "rmsg/loop_threads.h"
+#include "rmsg/messenger.h"
+
+namespace rmsg::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int kSenders = 8;
+
+// Payload: u32 sender thread, u64 its sequence number to this peer, filler.
+std::vector<std::byte> tagged(std::uint32_t sender, std::uint64_t seq) {
+  std::vector<std::byte> p(48, std::byte{0x5a});
+  std::memcpy(p.data(), &sender, 4);
+  std::memcpy(p.data() + 4, &seq, 8);
+  return p;
+}
+
+// One receiver's view of one sending node: per sender thread, the last sequence number.
+// Written only on the loop that owns the session (one thread), read after `Done` fired.
+struct Inbox {
+  std::uint64_t last[kSenders] = {};
+  std::uint64_t bad = 0;  // out of order, doubled or malformed
+  void take(std::span<const std::byte> p) {
+    std::uint32_t s = 0;
+    std::uint64_t seq = 0;
+    if (p.size() != 48) {
+      ++bad;
+      return;
+    }
+    std::memcpy(&s, p.data(), 4);
+    std::memcpy(&seq, p.data() + 4, 8);
+    if (s >= kSenders || seq != last[s] + 1) {
+      ++bad;
+      return;
+    }
+    last[s] = seq;
+  }
+};
+
+// Counts deliveries from any loop thread; wakes the test thread at the total.
+class Done {
+ public:
+  explicit Done(std::uint64_t total) : total_(total) {}
+  void one() {
+    if (n_.fetch_add(1, std::memory_order_acq_rel) + 1 == total_) {
+      const std::lock_guard lock(mu_);
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+  bool wait(Duration limit) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, limit, [this] { return done_; });
+  }
+  std::uint64_t count() const { return n_.load(); }
+
+ private:
+  const std::uint64_t total_;
+  std::atomic<std::uint64_t> n_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+
+// Sends until accepted: a queue bound is an error value, met here by trying again.
+void send_all(Messenger& m, NodeId to, std::uint32_t sender, std::uint64_t seq) {
+  for (;;) {
+    auto r = m.send(to, tagged(sender, seq));
+    if (r) return;
+    ASSERT_EQ(r.error(), make_error_code(Errc::resource_exhausted)) << r.error().message();
+    std::this_thread::yield();
+  }
+}
+
+MessengerOptions opts(NodeId id) {
+  MessengerOptions o;
+  o.node_id = id;
+  o.backoff_initial = 2ms;
+  o.backoff_max = 50ms;
+  return o;
+}
+
+ConnectionParams tcp_to(const std::string& address) {
+  ConnectionParams p;
+  p.transport = Transport::tcp;
+  p.peer = SocketAddress::parse(address).value();
+  return p;
+}
+
+TEST(MessengerThreads, FourLoopsEightSendersSixteenPeersOverTcp) {
+  constexpr NodeId kHub = 1;
+  constexpr int kPeers = 16;
+  constexpr std::uint64_t kEach = 40;  // per (sender thread, direction, peer)
+  const std::uint64_t total = 2ull * kSenders * kPeers * kEach;
+  Done done(total);
+
+  auto hub_loops = LoopThreads::create(4).value();
+  auto peer_loops = LoopThreads::create(4).value();
+  std::vector<Inbox> at_hub(kPeers + 2);   // by sending peer's node id
+  std::vector<Inbox> at_peer(kPeers + 2);  // by receiving peer's node id
+  auto hub = Messenger::create(hub_loops->loops(), opts(kHub),
+                               [&](NodeId from, std::span<const std::byte> p) {
+                                 at_hub[from].take(p);
+                                 done.one();
+                               })
+                 .value();
+  const auto any = SocketAddress::parse("127.0.0.1:0").value();
+  const auto hub_addr = hub->listen(any, tcp_to("127.0.0.1:1")).value();
+  std::vector<std::unique_ptr<Messenger>> peers;
+  for (int i = 0; i < kPeers; ++i) {
+    const NodeId id = 2 + static_cast<NodeId>(i);
+    auto m = Messenger::create(peer_loops->loop(static_cast<std::size_t>(i) % 4), opts(id),
+                               [&, id](NodeId from, std::span<const std::byte> p) {
+                                 if (from == kHub) at_peer[id].take(p);
+                                 done.one();
+                               })
+                 .value();
+    const auto addr = m->listen(any, tcp_to("127.0.0.1:1")).value();
+    ASSERT_TRUE(m->add_peer(kHub, tcp_to(hub_addr)).ok());
+    // Half the peers are reachable by the hub's own connects; the rest only connect to it.
+    if (i % 2 == 0) ASSERT_TRUE(hub->add_peer(id, tcp_to(addr)).ok());
+    peers.push_back(std::move(m));
+  }
+  hub_loops->start();
+  peer_loops->start();
+
+  std::vector<std::thread> senders;
+  for (std::uint32_t s = 0; s < kSenders; ++s) {
+    senders.emplace_back([&, s] {
+      for (std::uint64_t seq = 1; seq <= kEach; ++seq) {
+        for (int i = 0; i < kPeers; ++i) {
+          send_all(*hub, 2 + static_cast<NodeId>(i), s, seq);
+          send_all(*peers[static_cast<std::size_t>(i)], kHub, s, seq);
+        }
+      }
+    });
+  }
+  for (auto& t : senders) t.join();
+  ASSERT_TRUE(done.wait(60s)) << done.count() << " of " << total << " delivered";
+
+  for (int i = 0; i < kPeers; ++i) {
+    const NodeId id = 2 + static_cast<NodeId>(i);
+    EXPECT_EQ(at_hub[id].bad, 0u) << id;
+    EXPECT_EQ(at_peer[id].bad, 0u) << id;
+    for (int s = 0; s < kSenders; ++s) {
+      EXPECT_EQ(at_hub[id].last[s], kEach) << id << " " << s;
+      EXPECT_EQ(at_peer[id].last[s], kEach) << id << " " << s;
+    }
+  }
+  // One session per peer, on the loop that owns it: a connection accepted on loop 0 but
+  // served elsewhere would have made a second one.
+  EXPECT_EQ(hub->counter_total("msg.sessions"), static_cast<std::uint64_t>(kPeers));
+  EXPECT_EQ(hub->counter_total("msg.resets"), 0u);
+  EXPECT_GE(hub->counter_total("msg.route.routed"), static_cast<std::uint64_t>(kPeers / 2));
+  EXPECT_EQ(hub->counter_total("msg.route.malformed") + hub->counter_total("msg.route.timeout"),
+            0u);
+  std::size_t loops_used = 0;
+  for (std::size_t l = 0; l < hub->loop_count(); ++l) {
+    loops_used += hub->counters(l).value("msg.sessions") > 0;
+  }
+  EXPECT_GE(loops_used, 3u);  // 16 peers hashed over 4 loops
+  hub.reset();                // while the loops run: each shard shuts down on its own loop
+  peers.clear();
+}
+
+// The loopback stream (the kit's in-process transport) between two messengers whose loop
+// runs on a thread of its own, with the 8 sender threads handing messages over.
+TEST(MessengerThreads, SendersOnOtherThreadsOverTheLoopbackStream) {
+  constexpr NodeId kA = 1;
+  constexpr NodeId kB = 2;
+  constexpr std::uint64_t kEach = 500;
+  Done done(2ull * kSenders * kEach);
+  auto loops = LoopThreads::create(1).value();
+  EventLoop& loop = loops->loop(0);
+  Inbox at_a;
+  Inbox at_b;
+  auto faults = std::make_shared<LoopbackFaults>();
+  auto make = [&](NodeId id, Inbox& inbox) {
+    return MessengerAccess::create(loop, opts(id),
+                                   std::make_unique<LoopbackStreams>(loop, faults, faults),
+                                   [&](NodeId, std::span<const std::byte> p) {
+                                     inbox.take(p);
+                                     done.one();
+                                   },
+                                   {})
+        .value();
+  };
+  auto a = make(kA, at_a);
+  auto b = make(kB, at_b);
+  ASSERT_TRUE(b->listen(loopback_params(7102).peer, loopback_params(7102)).ok());
+  ASSERT_TRUE(a->add_peer(kB, loopback_params(7102)).ok());
+  loops->start();
+  std::vector<std::thread> senders;
+  for (std::uint32_t s = 0; s < kSenders; ++s) {
+    senders.emplace_back([&, s] {
+      for (std::uint64_t seq = 1; seq <= kEach; ++seq) {
+        send_all(*a, kB, s, seq);
+        send_all(*b, kA, s, seq);
+      }
+    });
+  }
+  for (auto& t : senders) t.join();
+  ASSERT_TRUE(done.wait(60s)) << done.count();
+  EXPECT_EQ(at_a.bad + at_b.bad, 0u);
+  for (int s = 0; s < kSenders; ++s) {
+    EXPECT_EQ(at_a.last[s], kEach);
+    EXPECT_EQ(at_b.last[s], kEach);
+  }
+  std::uint64_t sessions = 0;
+  loops->run_sync(0, [&] { sessions = a->counters().value("msg.sessions"); });
+  EXPECT_EQ(sessions, 1u);
+  a.reset();
+  b.reset();
+}
+
+}  // namespace
+}  // namespace rmsg::testing
