@@ -134,7 +134,9 @@ TEST(MessengerThreads, FourLoopsEightSendersSixteenPeersOverTcp) {
     const auto addr = m->listen(any, tcp_to("127.0.0.1:1")).value();
     ASSERT_TRUE(m->add_peer(kHub, tcp_to(hub_addr)).ok());
     // Half the peers are reachable by the hub's own connects; the rest only connect to it.
-    if (i % 2 == 0) ASSERT_TRUE(hub->add_peer(id, tcp_to(addr)).ok());
+    if (i % 2 == 0) {
+      ASSERT_TRUE(hub->add_peer(id, tcp_to(addr)).ok());
+    }
     peers.push_back(std::move(m));
   }
   hub_loops->start();
