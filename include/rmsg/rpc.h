@@ -23,10 +23,17 @@
 // method with MethodOptions::dedupe answers the retry from its bounded table
 // (request id -> reply) instead of running the handler again.
 //
-// Threading: loop-thread-only, like the Messenger; every callback runs on the loop thread.
-// Callbacks may call call(), cancel(), notify() and reply; they must not destroy the
-// endpoint. The loop must outlive the endpoint. The destructor completes every
-// outstanding call with RpcErrc::shutting_down (inside the destructor).
+// Threading: the endpoint runs on one loop (the messenger's; a messenger over several loops
+// is not served yet) and every callback runs on that loop's thread. call() and notify() may
+// be called from any thread: off the loop, their checks, the call id, max_outstanding and
+// the messenger's queue bounds answer synchronously, and the call becomes outstanding on
+// the loop once its request is queued there (a retry_of call is loop-thread-only:
+// Errc::invalid_argument elsewhere). Everything else (cancel, handle, shutdown,
+// peer_stats, the responders) is loop-thread-only. Callbacks may call call(), cancel(),
+// notify() and reply; they must not destroy the endpoint. The loop must outlive the
+// endpoint, and keep running while calls from other threads are on their way (a call
+// still on its way when the endpoint is destroyed never completes). The destructor
+// completes every outstanding call with RpcErrc::shutting_down (inside the destructor).
 #pragma once
 
 #include <cstdint>

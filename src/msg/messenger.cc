@@ -99,6 +99,10 @@ Result<std::unique_ptr<Messenger>> MessengerAccess::create(
   return std::unique_ptr<Messenger>(new Messenger(std::move(front).value()));
 }
 
+Messenger::Front& MessengerAccess::front(Messenger& m) noexcept {
+  return *m.front_;
+}
+
 Result<std::unique_ptr<Messenger>> Messenger::create(EventLoop& loop,
                                                      const MessengerOptions& options,
                                                      DispatchCallback dispatch,

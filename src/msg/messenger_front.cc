@@ -110,11 +110,21 @@ void Messenger::Front::run_on(std::size_t i, std::function<void(Shard&)> f) {
 
 Result<void> Messenger::Front::send(NodeId peer, std::vector<std::byte> payload,
                                     ServiceId service) {
+  return send_tracked(peer, std::move(payload), service, {});
+}
+
+Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                            ServiceId service, Queued queued) {
   if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
     return make_error_code(Errc::invalid_argument);
   }
   Shard& sh = shard_of(peer);
-  if (sh.loop->in_loop_thread()) return sh.impl->send(peer, std::move(payload), service);
+  if (sh.loop->in_loop_thread()) {
+    auto t = sh.impl->send_tracked(peer, std::move(payload), service);
+    if (!t) return t.error();
+    if (queued) queued(t.value());
+    return {};
+  }
   const std::size_t n = payload.size();
   if (!admission_->try_reserve(peer, n)) {
     sh.impl->counters_.counter("msg.send_refused").add();
@@ -122,12 +132,12 @@ Result<void> Messenger::Front::send(NodeId peer, std::vector<std::byte> payload,
   }
   std::weak_ptr<Messenger::Impl> weak = sh.impl;
   std::shared_ptr<msg::Admission> admission = admission_;
-  sh.loop->post([weak, admission, peer, service, p = std::move(payload)]() mutable {
-    if (auto self = weak.lock()) {
-      self->send_reserved(peer, std::move(p), service);
-    } else {
-      admission->release(peer, p.size());
-    }
+  sh.loop->post([weak, admission, peer, service, p = std::move(payload),
+                 queued = std::move(queued)]() mutable {
+    auto self = weak.lock();
+    if (!self) return admission->release(peer, p.size());
+    auto t = self->send_reserved(peer, std::move(p), service);
+    if (t && queued) queued(*t);
   });
   return {};
 }

@@ -54,6 +54,12 @@ class Messenger::Front {
 
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
   Result<void> send(NodeId peer, std::vector<std::byte> payload, ServiceId service);
+  // send_tracked() from any thread (RPC's calls from other threads): the bounds answer now;
+  // `queued` gets the ticket on the owner's loop once the message is queued (inside this
+  // call when the caller is on that loop; never when the shard shut down first).
+  using Queued = std::function<void(Messenger::Ticket ticket)>;
+  Result<void> send_tracked(NodeId peer, std::vector<std::byte> payload, ServiceId service,
+                            Queued queued);
   Result<void> attach(ServiceId service, DispatchCallback dispatch, EventCallback on_event);
   void detach(ServiceId service);
   // An accepted TCP socket to shard i, wrapped there (AcceptRouter's handoff).

@@ -125,7 +125,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
                                          std::uint16_t service = 0);
   // A send from another thread: the caller reserved its share (Admission::try_reserve); on
   // the loop it is queued whatever the bounds say, or released if the shard shut down.
-  void send_reserved(NodeId peer, std::vector<std::byte> payload, std::uint16_t service);
+  // Returns the message's ticket; none when the shard shut down (nothing queued).
+  std::optional<Messenger::Ticket> send_reserved(NodeId peer, std::vector<std::byte> payload,
+                                                 std::uint16_t service);
   bool withdraw(NodeId peer, Messenger::Ticket ticket);
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();

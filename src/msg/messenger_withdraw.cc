@@ -30,20 +30,22 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer, std::vector
   return Messenger::Ticket{session, r.value()};
 }
 
-void Messenger::Impl::send_reserved(NodeId peer, std::vector<std::byte> payload,
-                                    std::uint16_t service) {
+std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(NodeId peer,
+                                                                std::vector<std::byte> payload,
+                                                                std::uint16_t service) {
   if (shutting_down_) {
     admission_->release(peer, payload.size());
-    return;
+    return std::nullopt;
   }
   Session& s = session_for(peer);
-  s.out->push_reserved(std::move(payload), service);
+  const Messenger::Ticket ticket{s.my_cookie, s.out->push_reserved(std::move(payload), service)};
   hot_.queued.add_owned();
   if (s.state == Session::State::open) {
     pump(s);
   } else {
     want_connection(s);
   }
+  return ticket;
 }
 
 bool Messenger::Impl::withdraw(NodeId peer, Messenger::Ticket ticket) {

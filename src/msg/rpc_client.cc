@@ -24,6 +24,7 @@ RpcErrc errc_of(msg::RpcStatus s) noexcept {
 Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
                                        std::span<const std::byte> body, const CallOptions& options,
                                        CallCallback done) {
+  if (!loop_.in_loop_thread()) return call_afar(peer, method, body, options, std::move(done));
   if (shut_) return make_error_code(RpcErrc::shutting_down);
   if (peer == 0 || peer == options_.messenger.node_id || !done ||
       options.deadline == Clock::time_point{}) {
@@ -34,9 +35,9 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   }
   const auto now = loop_.now();
   if (options.deadline <= now) return make_error_code(RpcErrc::timeout);
-  if (calls_.size() >= options_.max_outstanding) return make_error_code(Errc::resource_exhausted);
   CallId id = options.retry_of;
   if (id != 0 && calls_.contains(id)) return make_error_code(Errc::invalid_argument);
+  if (!take_slot()) return make_error_code(Errc::resource_exhausted);
   if (id == 0) id = next_id_++;
   msg::RpcHeader h;
   h.kind = msg::RpcKind::request;
@@ -45,7 +46,10 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.id = id;
   h.budget_us = budget_us(options.deadline - now);
   auto ticket = messenger_->send_tracked(peer, msg::encode_rpc(h, body), service_);
-  if (!ticket) return ticket.error();
+  if (!ticket) {
+    --outstanding_;
+    return ticket.error();
+  }
   std::weak_ptr<Impl> weak = weak_from_this();
   Call c;
   c.peer = peer;
@@ -67,6 +71,7 @@ void RpcEndpoint::Impl::complete(CallId id, RpcResponse response) {
   if (it == calls_.end()) return;
   Call c = std::move(it->second);
   calls_.erase(it);
+  --outstanding_;
   if (c.timer != 0) loop_.cancel_timer(c.timer);
   response.latency = loop_.now() - c.start;
   PeerCounters& pc = peer_counters(c.peer);
@@ -133,6 +138,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
 
 Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
                                        std::span<const std::byte> body) {
+  if (!loop_.in_loop_thread()) return notify_afar(peer, method, body);
   if (shut_) return make_error_code(RpcErrc::shutting_down);
   if (body.size() > options_.messenger.max_message_size - msg::RpcHeader::kSize) {
     return make_error_code(RpcErrc::too_large);

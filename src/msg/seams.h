@@ -44,6 +44,8 @@ struct MessengerAccess {
       std::span<EventLoop* const> loops, const MessengerOptions& options,
       const std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)>& make_streams,
       Messenger::DispatchCallback dispatch, Messenger::EventCallback on_event);
+  // The shards behind a messenger (RPC's way to send from other threads).
+  static Messenger::Front& front(Messenger& m) noexcept;
 };
 
 }  // namespace rmsg

@@ -15,6 +15,7 @@
 #include "msg/msg_harness.h"
 #include "rmsg/loop_threads.h"
 #include "rmsg/messenger.h"
+#include "rmsg/rpc.h"
 
 namespace rmsg::testing {
 namespace {
@@ -229,6 +230,63 @@ TEST(MessengerThreads, SendersOnOtherThreadsOverTheLoopbackStream) {
   EXPECT_EQ(sessions, 1u);
   a.reset();
   b.reset();
+}
+
+}  // namespace
+}  // namespace rmsg::testing
+
+namespace rmsg::testing {
+namespace {
+
+// RPC calls and one-way messages from 4 threads that are no loop's, to a server endpoint
+// on another loop thread, over TCP: every call completes ok with its own body.
+TEST(MessengerThreads, RpcCallsFromForeignThreads) {
+  constexpr int kCallers = 4;
+  constexpr int kEach = 150;
+  auto loops = LoopThreads::create(2).value();
+  RpcOptions co;
+  co.messenger = opts(1);
+  RpcOptions so;
+  so.messenger = opts(2);
+  auto client = RpcEndpoint::create(loops->loop(0), co).value();
+  auto server = RpcEndpoint::create(loops->loop(1), so).value();
+  Done oneways(static_cast<std::uint64_t>(kCallers) * kEach);
+  server->handle(1, [](const RpcRequest& req, RpcResponder reply) { reply.ok(req.body); });
+  server->handle_oneway(2, [&](const RpcRequest&) { oneways.one(); });
+  const auto addr = server->messenger()
+                        .listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1"))
+                        .value();
+  ASSERT_TRUE(client->messenger().add_peer(2, tcp_to(addr)).ok());
+  loops->start();
+
+  Done done(static_cast<std::uint64_t>(kCallers) * kEach);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < kCallers; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        auto body = tagged(static_cast<std::uint32_t>(t), static_cast<std::uint64_t>(i));
+        auto id = client->call(2, 1, body, {.deadline = loops->loop(0).now() + 30s},
+                               [&, body](RpcResponse r) {
+                                 if (r.error || r.body != body) ++wrong;
+                                 done.one();
+                               });
+        ASSERT_TRUE(id.ok()) << id.error().message();
+        ASSERT_TRUE(client->notify(2, 2, body).ok());
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  ASSERT_TRUE(done.wait(60s)) << done.count();
+  EXPECT_EQ(wrong.load(), 0);
+  ASSERT_TRUE(oneways.wait(60s)) << oneways.count();
+  std::optional<RpcPeerStats> stats;
+  loops->run_sync(0, [&] { stats = client->peer_stats(2); });
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_EQ(stats->ok, static_cast<std::uint64_t>(kCallers) * kEach);
+  EXPECT_EQ(stats->outstanding, 0u);
+  loops->run_sync(0, [&] { client.reset(); });
+  loops->run_sync(1, [&] { server.reset(); });
 }
 
 }  // namespace
