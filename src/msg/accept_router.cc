@@ -96,7 +96,7 @@ void AcceptRouter::take(Stream stream) {
     pending_[fd].timer = 0;
     finish(fd, &timeouts_);
   });
-  set_lowat(fd, kBannerSize);
+  set_lowat(fd, kBannerMagic.size());  // garbage is told from a banner by its first 8 bytes
 }
 
 void AcceptRouter::on_readable(int fd) {

@@ -4,6 +4,8 @@
 // its loop on a thread of its own. Every message once and in order per (sender thread,
 // peer); one session per peer.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -287,6 +289,56 @@ TEST(MessengerThreads, RpcCallsFromForeignThreads) {
   EXPECT_EQ(stats->outstanding, 0u);
   loops->run_sync(0, [&] { client.reset(); });
   loops->run_sync(1, [&] { server.reset(); });
+}
+
+}  // namespace
+}  // namespace rmsg::testing
+
+namespace rmsg::testing {
+namespace {
+
+// A raw TCP client of the router: what it sends (if anything) and whether it closes.
+int raw_connect(const std::string& address) {
+  const auto a = SocketAddress::parse(address).value();
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || ::connect(fd, a.sockaddr_ptr(), a.length()) != 0) return -1;
+  return fd;
+}
+
+// With several loops, loop 0 peeks at every accepted TCP connection: garbage, silence and
+// an early close are closed and counted, never handed to a shard.
+TEST(MessengerThreads, TheRouterClosesWhatIsNoHello) {
+  auto loops = LoopThreads::create(2).value();  // driven by this thread: never started
+  MessengerOptions o = opts(1);
+  o.handshake_timeout = 100ms;
+  auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
+  const auto addr =
+      m->listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1")).value();
+  EventLoop& l0 = loops->loop(0);
+  auto value = [&](const char* name) { return m->counters(0).value(name); };
+
+  const int garbage = raw_connect(addr);
+  ASSERT_GE(garbage, 0);
+  const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(garbage, http.data(), http.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(http.size()));
+  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.malformed") == 1; }, 5s));
+
+  const int early = raw_connect(addr);
+  ASSERT_GE(early, 0);
+  ::close(early);
+  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.closed") == 1; }, 5s));
+
+  const int silent = raw_connect(addr);
+  ASSERT_GE(silent, 0);
+  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.timeout") == 1; }, 5s));
+  char b = 0;
+  EXPECT_LE(::recv(silent, &b, 1, 0), 0);  // closed by the router
+  EXPECT_LE(::recv(garbage, &b, 1, 0), 0);
+  EXPECT_EQ(value("msg.route.routed"), 0u);
+  EXPECT_EQ(m->counter_total("msg.accepts"), 0u);
+  ::close(garbage);
+  ::close(silent);
 }
 
 }  // namespace
