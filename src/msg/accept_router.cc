@@ -69,6 +69,7 @@ AcceptRouter::AcceptRouter(EventLoop& loop, Duration timeout, CounterSet& counte
       timeouts_(counters.counter("msg.route.timeout")),
       closed_(counters.counter("msg.route.closed")),
       malformed_(counters.counter("msg.route.malformed")),
+      unroutable_(counters.counter("msg.route.unroutable")),
       buf_(peek_hello_cap()) {}
 
 AcceptRouter::~AcceptRouter() {
@@ -83,7 +84,10 @@ AcceptRouter::~AcceptRouter() {
 void AcceptRouter::take(Stream stream) {
   auto* tcp = detail::StreamAccess::as<tcp::TcpStream>(stream);
   const int fd = tcp != nullptr ? tcp->release_fd() : -1;
-  if (fd < 0) return;  // not TCP: the front listens over TCP only
+  if (fd < 0) {  // not a TCP socket (a test's stream): it cannot be moved, so it goes
+    unroutable_.add_owned();
+    return;
+  }
   auto w = loop_.watch(fd, kReadable, [this, fd](std::uint32_t) { on_readable(fd); });
   if (!w) {
     ::close(fd);

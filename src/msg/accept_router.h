@@ -7,7 +7,8 @@
 // byte 0, checking everything (CRCs included) itself. A connection whose hello does not
 // come within the handshake timeout, that ends first, or whose first bytes are not a
 // messenger banner and a hello is closed and counted (msg.route.timeout / .closed /
-// .malformed); msg.route.routed counts those handed on.
+// .malformed); msg.route.routed counts those handed on, msg.route.unroutable accepted
+// streams that are no TCP socket (closed: only a socket can move to another loop).
 //
 // Threading: loop 0's thread (the listener's).
 #pragma once
@@ -69,6 +70,7 @@ class AcceptRouter {
   Counter& timeouts_;
   Counter& closed_;
   Counter& malformed_;
+  Counter& unroutable_;
   std::vector<Listener> listeners_;
   std::unordered_map<int, Pending> pending_;
   std::vector<std::byte> buf_;

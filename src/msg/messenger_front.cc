@@ -66,28 +66,33 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
 }
 
 Messenger::Front::~Front() {
+  // First every shard shuts down on its loop, while callbacks on the other loops may still
+  // call into the front (the shards stay in place); then, none of them running any more,
+  // each lets go of its parts on its own loop.
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    Shard& sh = shards_[i];
-    auto router = i == 0 ? std::move(router_) : nullptr;
-    auto stop = [impl = std::move(sh.impl), services = std::move(sh.services),
-                 router = std::shared_ptr<msg::AcceptRouter>(std::move(router))]() mutable {
-      router.reset();
-      impl->shutdown();
-      impl.reset();
-      services.reset();
-    };
-    if (sh.loop->in_loop_thread()) {
-      stop();
-      continue;
-    }
-    std::promise<void> done;
-    auto f = done.get_future();
-    sh.loop->post([&stop, &done] {
-      stop();
-      done.set_value();
+    wait_on(i, [this, i] {
+      if (i == 0) router_.reset();
+      shards_[i].impl->shutdown();
     });
-    f.wait();
   }
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    wait_on(i, [this, i] {
+      shards_[i].impl.reset();
+      shards_[i].services.reset();
+    });
+  }
+}
+
+void Messenger::Front::wait_on(std::size_t i, const std::function<void()>& f) {
+  EventLoop& loop = *shards_[i].loop;
+  if (loop.in_loop_thread()) return f();
+  std::promise<void> done;
+  auto ready = done.get_future();
+  loop.post([&f, &done] {
+    f();
+    done.set_value();
+  });
+  ready.wait();
 }
 
 std::size_t Messenger::Front::owner(NodeId peer) const noexcept {

@@ -51,6 +51,8 @@ class Messenger::Front {
   Shard& shard_of(NodeId peer) noexcept { return shards_[owner(peer)]; }
   // Runs `f` on shard i's loop: now if this thread is on it, else posted.
   void run_on(std::size_t i, std::function<void(Shard&)> f);
+  // Runs `f` on shard i's loop and waits for it (the destructor's; the loop must run).
+  void wait_on(std::size_t i, const std::function<void()>& f);
 
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
   Result<void> send(NodeId peer, std::vector<std::byte> payload, ServiceId service);
