@@ -170,7 +170,8 @@ class Messenger {
   // address ("ip:port"). With several loops the listener is on loop 0: a TCP connection is
   // handed to the loop that owns its peer once the peer's hello named it (it waits at
   // most handshake_timeout for it, unread: counted msg.route.*); RDMA needs the
-  // ConnectionManager's router (docs/messenger.md) and is Errc::not_supported until then.
+  // ConnectionManager's router (docs/messenger.md) and is Errc::not_supported until it is
+  // wired (then: before the loops run).
   // Loop-thread-only (loop 0), or before the loops run. Errors: those of
   // ConnectionManager::listen.
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);

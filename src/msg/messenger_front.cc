@@ -50,6 +50,7 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
     auto streams = make_streams(*l);
     if (!streams) return streams.error();
     if (!streams.value()) return make_error_code(Errc::invalid_argument);
+    streams.value()->set_affinity(options.node_id);
     // The table is made before the shard so that its counter lives in the shard's set.
     auto holder = std::make_shared<std::shared_ptr<msg::ServiceTable>>();
     auto impl = std::make_shared<Messenger::Impl>(
@@ -177,7 +178,7 @@ Result<std::string> Messenger::Front::listen(const SocketAddress& address,
                                              const ConnectionParams& params) {
   Shard& first = shards_[0];
   if (shards_.size() == 1) return first.impl->listen(address, params);
-  if (params.transport != Transport::tcp) return make_error_code(Errc::not_supported);
+  if (params.transport != Transport::tcp) return listen_routed(address, params);
   if (!router_) {
     router_ = std::make_unique<msg::AcceptRouter>(
         *first.loop, options_.handshake_timeout, first.impl->counters_,
@@ -189,6 +190,26 @@ Result<std::string> Messenger::Front::listen(const SocketAddress& address,
   if (!l) return l.error();
   std::string bound = l.value().local_address();
   router->keep(std::move(l).value());
+  return bound;
+}
+
+Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address,
+                                                    const ConnectionParams& params) {
+  std::vector<StreamFactory*> factories;
+  std::vector<AcceptCallback> accepted;
+  for (Shard& sh : shards_) {
+    factories.push_back(sh.impl->streams_.get());
+    std::weak_ptr<Messenger::Impl> weak = sh.impl;
+    accepted.emplace_back([weak](Stream s) {
+      if (auto self = weak.lock()) self->on_accepted(std::move(s));
+    });
+  }
+  auto l = shards_[0].impl->streams_->listen_routed(
+      address, params, factories, [this](std::uint64_t affinity) { return owner(affinity); },
+      std::move(accepted));
+  if (!l) return l.error();
+  std::string bound = l.value().local_address();
+  shards_[0].impl->listeners_.push_back(std::move(l).value());
   return bound;
 }
 

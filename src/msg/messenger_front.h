@@ -64,6 +64,8 @@ class Messenger::Front {
                             Queued queued);
   Result<void> attach(ServiceId service, DispatchCallback dispatch, EventCallback on_event);
   void detach(ServiceId service);
+  // Several loops over RDMA: StreamFactory::listen_routed (owner() routes by affinity).
+  Result<std::string> listen_routed(const SocketAddress& address, const ConnectionParams& params);
   // An accepted TCP socket to shard i, wrapped there (AcceptRouter's handoff).
   void hand_over(std::size_t i, int fd, const TcpOptions& tcp);
 
