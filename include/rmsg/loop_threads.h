@@ -38,7 +38,8 @@ class LoopThreads {
   // stop(), then the loops are destroyed.
   ~LoopThreads();
 
-  // Starts one thread per loop, running EventLoop::run() until stop(). Once.
+  // Starts one thread per loop, running EventLoop::run() until stop(), and returns once
+  // each loop runs on its thread (from then on, every other thread is foreign to it).
   void start();
   // Stops every loop and joins its thread; idempotent.
   void stop();

@@ -152,7 +152,8 @@ class Messenger {
                                                    DispatchCallback dispatch,
                                                    EventCallback on_event = {});
   // A messenger over several loops (see Threading at the top); one loop is the case above.
-  // The bounds of MessengerOptions hold for the messenger as a whole. Errors: as above, and
+  // Made before the loops run (each shard is built for its loop on this thread). The bounds
+  // of MessengerOptions hold for the messenger as a whole. Errors: as above, and
   // Errc::invalid_argument for no loops or a null one.
   static Result<std::unique_ptr<Messenger>> create(std::span<EventLoop* const> loops,
                                                    const MessengerOptions& options,

@@ -35,6 +35,9 @@ void LoopThreads::start() {
       if (auto r = l->run(); !r) RMSG_LOG(warn, "loop thread: %s", r.error().message().c_str());
     });
   }
+  // Until a loop has run on its thread, every thread passes for its own
+  // (EventLoop::in_loop_thread), and a messenger would call straight into it from anywhere.
+  for (std::size_t i = 0; i < raw_.size(); ++i) run_sync(i, [] {});
 }
 
 void LoopThreads::stop() {

@@ -349,3 +349,38 @@ TEST(MessengerThreads, TheRouterClosesWhatIsNoHello) {
 
 }  // namespace
 }  // namespace rmsg::testing
+
+namespace rmsg::testing {
+namespace {
+
+// The queue bounds answer a send from another thread at once: the per-peer and the
+// messenger-wide budget are reserved before the message is handed to its loop.
+TEST(MessengerThreads, AFullQueueIsRefusedAtOnceFromAnotherThread) {
+  auto loops = LoopThreads::create(2).value();
+  MessengerOptions o = opts(1);
+  o.session_max_messages = 10;
+  o.total_max_messages = 15;
+  auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
+  loops->start();  // no peer has an address: every message stays queued
+  const auto p = numbered(1);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(m->send(5, p).ok()) << i;
+  EXPECT_EQ(m->send(5, p).error(), make_error_code(Errc::resource_exhausted));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(m->send(6, p).ok()) << i;
+  EXPECT_EQ(m->send(6, p).error(), make_error_code(Errc::resource_exhausted));  // the total
+  EXPECT_EQ(m->counter_total("msg.send_refused"), 2u);
+  std::size_t owner5 = 0;
+  while (&loops->loop(owner5) != &m->loop_of(5)) ++owner5;
+  std::optional<Messenger::SessionInfo> info;
+  loops->run_sync(owner5, [&] { info = m->session_info(5); });
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->queued, 10u);
+  // Dropping the session gives its share back (mark_down is posted; run_sync follows it).
+  m->mark_down(5);
+  loops->run_sync(owner5, [] {});
+  EXPECT_TRUE(m->send(6, p).ok());
+  EXPECT_TRUE(m->send(5, p).ok());
+  m.reset();
+}
+
+}  // namespace
+}  // namespace rmsg::testing
