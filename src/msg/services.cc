@@ -7,7 +7,14 @@
 namespace rmsg::msg {
 
 bool ServiceTable::attach(ServiceId service, User user) {
-  return users_.emplace(service, std::make_shared<const User>(std::move(user))).second;
+  return users_.emplace(service, std::make_unique<const User>(std::move(user))).second;
+}
+
+void ServiceTable::detach(ServiceId service) {
+  auto it = users_.find(service);
+  if (it == users_.end()) return;
+  if (running_ > 0) gone_.push_back(std::move(it->second));  // it may be running now
+  users_.erase(it);
 }
 
 void ServiceTable::dispatch(NodeId from, ServiceId service, std::span<const std::byte> payload) {
@@ -16,15 +23,18 @@ void ServiceTable::dispatch(NodeId from, ServiceId service, std::span<const std:
     unknown_.add_owned();
     return;
   }
-  const std::shared_ptr<const User> user = it->second;  // it may detach itself
-  user->dispatch(from, payload);
+  const Running running(*this);
+  it->second->dispatch(from, payload);
 }
 
 void ServiceTable::event(ShardEvent e) {
-  std::vector<std::pair<ServiceId, std::shared_ptr<const User>>> users(users_.begin(),
-                                                                       users_.end());
+  const Running running(*this);
+  std::vector<std::pair<ServiceId, const User*>> users;
+  for (const auto& [service, user] : users_) users.emplace_back(service, user.get());
   for (auto& [service, user] : users) {
-    if (!user->on_event) continue;
+    // Skip a user an earlier one detached meanwhile.
+    auto it = users_.find(service);
+    if (it == users_.end() || it->second.get() != user || !user->on_event) continue;
     SessionEvent mine{e.event.kind, e.event.peer, e.event.error, {}, {}};
     // Each user gets its own messages back (copies: resets are rare).
     for (std::size_t i = 0; i < e.event.unknown.size(); ++i) {

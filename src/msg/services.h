@@ -3,13 +3,15 @@
 // with the handed-back messages of its own service only.
 //
 // Threading: the shard's loop thread only (the messenger front applies attach/detach there).
-// Callbacks may attach or detach users, including themselves: a user's callbacks are held
-// by shared_ptr while they run.
+// Callbacks may attach or detach users, including themselves: a user detached while a
+// callback runs is kept until the outermost callback returned (no reference counting per
+// message).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "msg/messenger_impl.h"
 #include "rmsg/counters.h"
@@ -28,14 +30,29 @@ class ServiceTable {
 
   // False when `service` is attached already.
   bool attach(ServiceId service, User user);
-  void detach(ServiceId service) { users_.erase(service); }
+  void detach(ServiceId service);
 
   void dispatch(NodeId from, ServiceId service, std::span<const std::byte> payload);
   void event(ShardEvent e);
 
  private:
+  // Counts the callbacks running; detached users wait in `gone_` until it is 0 again.
+  struct Running {
+    explicit Running(ServiceTable& t) noexcept : t_(t) { ++t_.running_; }
+    Running(const Running&) = delete;
+    Running& operator=(const Running&) = delete;
+    Running(Running&&) = delete;
+    Running& operator=(Running&&) = delete;
+    ~Running() {
+      if (--t_.running_ == 0) t_.gone_.clear();
+    }
+    ServiceTable& t_;
+  };
+
   Counter& unknown_;
-  std::map<ServiceId, std::shared_ptr<const User>> users_;
+  std::map<ServiceId, std::unique_ptr<const User>> users_;
+  std::vector<std::unique_ptr<const User>> gone_;
+  int running_ = 0;
 };
 
 }  // namespace rmsg::msg

@@ -116,6 +116,22 @@ TEST_F(MessengerServicesTest, ResetHandsEachUserItsOwnMessages) {
   EXPECT_FALSE(a_.node.handed_back[kB].contains(100));
 }
 
+TEST_F(MessengerServicesTest, AUserMayDetachItselfInItsDispatch) {
+  start_both();
+  int got = 0;
+  Messenger* b = b_.node.m.get();
+  ASSERT_TRUE(b->attach(9, [&](NodeId, std::span<const std::byte>) {
+                 ++got;
+                 b->detach(9);  // its own std::function stays alive until it returns
+               }).ok());
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(1), 9).ok());
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(2), 9).ok());
+  ASSERT_TRUE(a_.node.send_next(kB).ok());
+  ASSERT_TRUE(run([&] { return b_.node.ledger.delivered == 1; }));
+  EXPECT_EQ(got, 1);
+  EXPECT_EQ(b_.node.counter("msg.unknown_service"), 1u);
+}
+
 std::vector<std::byte> hello_bytes(NodeId node, std::size_t ext = 0) {
   std::vector<std::byte> out(msg::kBannerSize + ext);
   std::copy(msg::kBannerMagic.begin(), msg::kBannerMagic.end(), out.begin());
