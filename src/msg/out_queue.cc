@@ -51,7 +51,6 @@ void OutQueue::drop_front() {
     inflight_bytes_ -= n;
   }
   bytes_ -= n;
-  release(1, n);
   acked_ = q_.front().seq;
   q_.pop_front();
 }
@@ -59,7 +58,15 @@ void OutQueue::drop_front() {
 Result<void> OutQueue::ack(Seq ack) {
   if (seq_at_or_before(ack, acked_)) return {};
   if (seq_after(ack, highest_written_)) return make_error_code(Errc::protocol_error);
-  while (!q_.empty() && seq_at_or_before(q_.front().seq, ack)) drop_front();
+  // The budgets are given back once per ack, not per message (atomic operations).
+  std::size_t count = 0;
+  std::size_t freed = 0;
+  while (!q_.empty() && seq_at_or_before(q_.front().seq, ack)) {
+    ++count;
+    freed += q_.front().payload.size();
+    drop_front();
+  }
+  if (count > 0) release(count, freed);
   acked_ = ack;
   return {};
 }
