@@ -58,13 +58,14 @@ test-asan: build-asan/build.ninja
 	cmake --build build-asan -j $(JOBS)
 	$(CTEST) --test-dir build-asan -j $(JOBS) -L 'unit|tcp'
 
-# TSan: the loop's threaded tests.
+# TSan: the loop's unit tests and the messenger's threaded ones (tests/msg builds only
+# msg_threads_tests in this tree, labelled threads: many loops over TCP and loopback).
 build-tsan/build.ninja: Makefile
 	cmake -S . -B build-tsan $(CONFIG) -DCMAKE_BUILD_TYPE=Debug -DRMSG_SANITIZE=thread \
-	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_WITH_RDMA=OFF -DRMSG_TEST_DIRS='loop'
+	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_WITH_RDMA=OFF -DRMSG_TEST_DIRS='loop;msg'
 test-tsan: build-tsan/build.ninja
 	cmake --build build-tsan -j $(JOBS)
-	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir build-tsan -j $(JOBS) -L unit
+	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir build-tsan -j $(JOBS) -L 'unit|threads'
 
 # clang-14 with its warnings as errors: everything but the tools, host tiers run (the RDMA
 # tests are built, not run). The one clang tree: the messenger's libFuzzer fuzzers will

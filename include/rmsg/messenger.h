@@ -20,9 +20,28 @@
 // (written at least once, never acknowledged) apart from those never sent; numbering starts
 // again at 1 in the new session.
 //
-// Threading: one messenger per EventLoop; every method is loop-thread-only and every
-// callback runs on the loop thread. Callbacks may call send(), add_peer() and mark_down(),
-// but must not destroy the messenger. The loop must outlive the messenger.
+// Services: every user of a messenger that talks to one peer shares one session with it.
+// Each message names its service (a u16 on the wire, 0 the default: the dispatch callback
+// given to create()); attach() adds the dispatch and event callbacks of another (an
+// RpcEndpoint over this messenger, a raw-message user). A message goes to its service's
+// dispatch only; session events go to every user, and a reset hands each user back its own
+// messages. A message for a service nobody attached is dropped (counted
+// msg.unknown_service) after it was delivered (acknowledged).
+//
+// Threading (docs/messenger.md, Threading): the messenger runs on the N EventLoops given to
+// create() (LoopThreads, rmsg/loop_threads.h, makes and runs them if asked; the messenger
+// starts no thread). Each session lives on one loop, the owner of its peer: loop index
+// splitmix64(peer) mod N. send() may be called from any thread: on the owner's thread it
+// queues at once; from elsewhere it reserves the message's share of the queue bounds
+// (atomic, so a full queue is refused synchronously) and posts the message to the owner,
+// where it is queued in the order posted. add_peer(), set_policy() and mark_down() may be
+// called from any thread likewise (applied on the owner's loop, in order with sends from
+// the same thread). Every callback runs on the loop of the session it concerns; callbacks
+// may call any method but must not destroy the messenger. Methods marked "loop-thread-only"
+// run on the owner's thread of their peer (loop_of(peer)); with one loop that is simply
+// the loop's thread. Before the loops first run, one thread at a time may call anything.
+// The loops must outlive the messenger and keep running until it is destroyed (or be
+// driven by the destroying thread): the destructor runs each loop's shutdown on that loop.
 //
 // Errors (send and events): Errc::resource_exhausted (a queue bound; nothing queued),
 // Errc::invalid_argument (node id 0 or our own, a payload over max_message_size),
@@ -49,6 +68,7 @@
 namespace rmsg {
 
 using NodeId = std::uint64_t;
+using ServiceId = std::uint16_t;  // a messenger's user (0: the default one)
 
 enum class SessionPolicy : std::uint8_t { lossless = 0, lossy = 1 };
 
@@ -133,6 +153,14 @@ class Messenger {
   static Result<std::unique_ptr<Messenger>> create(EventLoop& loop, const MessengerOptions& options,
                                                    DispatchCallback dispatch,
                                                    EventCallback on_event = {});
+  // A messenger over several loops (see Threading at the top); one loop is the case above.
+  // Made before the loops run (each shard is built for its loop on this thread). The bounds
+  // of MessengerOptions hold for the messenger as a whole. Errors: as above, and
+  // Errc::invalid_argument for no loops or a null one.
+  static Result<std::unique_ptr<Messenger>> create(std::span<EventLoop* const> loops,
+                                                   const MessengerOptions& options,
+                                                   DispatchCallback dispatch,
+                                                   EventCallback on_event = {});
   Messenger(const Messenger&) = delete;
   Messenger& operator=(const Messenger&) = delete;
   Messenger(Messenger&&) = delete;
@@ -142,30 +170,48 @@ class Messenger {
   ~Messenger();
 
   // Accepts peers on `address` (port 0: any) over `params`' transport. Returns the bound
-  // address ("ip:port"). Errors: those of ConnectionManager::listen.
+  // address ("ip:port"). With several loops the listener is on loop 0: a TCP connection is
+  // handed to the loop that owns its peer once the peer's hello named it (it waits at
+  // most handshake_timeout for it, unread: counted msg.route.*); RDMA needs the
+  // ConnectionManager's router (docs/messenger.md) and is Errc::not_supported until it is
+  // wired (then: before the loops run).
+  // Loop-thread-only (loop 0), or before the loops run. Errors: those of
+  // ConnectionManager::listen.
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
   // Where and how to reach `peer` (params.peer: its listening address). The session
   // connects when it has messages, and keeps reconnecting after faults.
   Result<void> add_peer(NodeId peer, const ConnectionParams& params);
   void set_policy(NodeId peer, SessionPolicy policy);
 
-  // Queues a message for `peer` (copied). Returns at once; the message is delivered once
-  // and in order unless a session reset hands it back. Errors: see the top.
-  Result<void> send(NodeId peer, std::span<const std::byte> payload);
-  Result<void> send(NodeId peer, std::vector<std::byte> payload);
+  // Queues a message for `peer`'s `service` (copied). Returns at once; the message is
+  // delivered once, in the order the session queued it (messages sent by one thread keep
+  // their order), unless a session reset hands it back. Any thread. Errors: see the top.
+  Result<void> send(NodeId peer, std::span<const std::byte> payload, ServiceId service = 0);
+  Result<void> send(NodeId peer, std::vector<std::byte> payload, ServiceId service = 0);
+
+  // Adds a user of every session (see Services at the top): its dispatch gets the messages
+  // sent to `service`, its on_event every session event. Any thread; from a thread other
+  // than a loop's it takes effect on that loop a little later (a message that arrives
+  // first is dropped as unknown_service): attach before the peers talk to it. Errors:
+  // Errc::invalid_argument (service 0, which is create()'s; no dispatch; attached already).
+  Result<void> attach(ServiceId service, DispatchCallback dispatch, EventCallback on_event = {});
+  // Removes a user; from a foreign thread, its callbacks may still run on a loop until the
+  // removal reaches it (hold weak references in them).
+  void detach(ServiceId service);
 
   // send() that names the message, for withdraw(): the session it was queued in (its
-  // cookie) and its number there. Errors: as send().
+  // cookie) and its number there. Loop-thread-only. Errors: as send().
   struct Ticket {
     std::uint64_t session = 0;
     std::uint64_t seq = 0;
   };
-  Result<Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload);
+  Result<Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload, ServiceId service = 0);
   // Withdraws a message not yet acknowledged: its payload is dropped and it keeps its
   // number, so it is written (again, after a reconnect) as an empty message and the peer's
   // dispatch sees an empty payload instead of it. A message already delivered stays
   // delivered. Returns false when the message is no longer queued (acknowledged, or its
   // session reset). Used by RPC (include/rmsg/rpc.h) for expired and cancelled calls.
+  // Loop-thread-only.
   bool withdraw(NodeId peer, Ticket ticket);
 
   // Drops the session with `peer` now (its connection closes; no event; queued messages
@@ -179,20 +225,31 @@ class Messenger {
     std::uint64_t delivered = 0;  // the last message number handed to dispatch
     std::uint64_t connect_seq = 0;
   };
+  // Loop-thread-only.
   std::optional<SessionInfo> session_info(NodeId peer) const;
   NodeId node_id() const noexcept;
+  const MessengerOptions& options() const noexcept;
+  // Loop 0 (the only one with one loop); loops() all of them; loop_of(peer) the owner of
+  // peer's session. Any thread.
   EventLoop& loop() const noexcept;
+  std::size_t loop_count() const noexcept;
+  EventLoop& loop_of(NodeId peer) const noexcept;
 
   // msg.* counters (docs/messenger.md lists them): messages sent/delivered/duplicates,
-  // replays, acks, connects, accepts, sessions, resets, errors.<name> per cause.
+  // replays, acks, connects, accepts, sessions, resets, errors.<name> per cause. One set
+  // per loop: counters() is loop 0's, counters(i) loop i's, counter_total(name) the sum of
+  // one counter over all loops. Any thread (values as CounterSet says).
   const CounterSet& counters() const noexcept;
+  const CounterSet& counters(std::size_t loop_index) const noexcept;
+  std::uint64_t counter_total(const std::string& name) const;
 
-  class Impl;
+  class Impl;   // one loop's sessions (a shard)
+  class Front;  // the shards, the services, the cross-thread handoff
 
  private:
-  explicit Messenger(std::shared_ptr<Impl> impl);
+  explicit Messenger(std::unique_ptr<Front> front);
   friend struct MessengerAccess;  // src/msg/seams.h
-  std::shared_ptr<Impl> impl_;
+  std::unique_ptr<Front> front_;
 };
 
 }  // namespace rmsg

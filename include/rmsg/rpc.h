@@ -3,8 +3,10 @@
 // docs/protocol.md (Messenger RPC).
 //
 // An RpcEndpoint owns a Messenger (messenger() gives it for listen/add_peer/session_info)
-// and takes its dispatch and session events. Calls to one peer share that peer's session:
-// many may be outstanding, replies come in any order, matched by a 64-bit call id.
+// and takes its dispatch and session events; or it is one user (a service) of a messenger
+// the application owns and shares with other users, all over one session per peer. Calls to one
+// peer share that peer's session: many may be outstanding, replies come in any order, matched by a
+// 64-bit call id.
 //
 // Deadlines are absolute in the caller's steady clock (EventLoop::now()); the request
 // carries the remaining budget, because clocks are not synchronised. A call that reaches
@@ -21,10 +23,17 @@
 // method with MethodOptions::dedupe answers the retry from its bounded table
 // (request id -> reply) instead of running the handler again.
 //
-// Threading: loop-thread-only, like the Messenger; every callback runs on the loop thread.
-// Callbacks may call call(), cancel(), notify() and reply; they must not destroy the
-// endpoint. The loop must outlive the endpoint. The destructor completes every
-// outstanding call with RpcErrc::shutting_down (inside the destructor).
+// Threading: the endpoint runs on one loop (the messenger's; a messenger over several loops
+// is not served yet) and every callback runs on that loop's thread. call() and notify() may
+// be called from any thread: off the loop, their checks, the call id, max_outstanding and
+// the messenger's queue bounds answer synchronously, and the call becomes outstanding on
+// the loop once its request is queued there (a retry_of call is loop-thread-only:
+// Errc::invalid_argument elsewhere). Everything else (cancel, handle, shutdown,
+// peer_stats, the responders) is loop-thread-only. Callbacks may call call(), cancel(),
+// notify() and reply; they must not destroy the endpoint. The loop must outlive the
+// endpoint, and keep running while calls from other threads are on their way (a call
+// still on its way when the endpoint is destroyed never completes). The destructor
+// completes every outstanding call with RpcErrc::shutting_down (inside the destructor).
 #pragma once
 
 #include <cstdint>
@@ -145,6 +154,14 @@ class RpcEndpoint {
 
   // Errors: those of Messenger::create; Errc::invalid_argument (max_outstanding 0).
   static Result<std::unique_ptr<RpcEndpoint>> create(EventLoop& loop, const RpcOptions& options,
+                                                     Messenger::EventCallback on_event = {});
+  // An endpoint over `messenger` as its user `service` (Messenger::attach; not 0): it sends
+  // and receives only that service's messages, sees every session event, and detaches when
+  // destroyed. The messenger must outlive it and run on one loop (a messenger over several
+  // loops is Errc::invalid_argument for now); options.messenger is ignored (the
+  // messenger's own are used). Errors: those of attach(); Errc::invalid_argument.
+  static Result<std::unique_ptr<RpcEndpoint>> create(Messenger& messenger, ServiceId service,
+                                                     const RpcOptions& options,
                                                      Messenger::EventCallback on_event = {});
   RpcEndpoint(const RpcEndpoint&) = delete;
   RpcEndpoint& operator=(const RpcEndpoint&) = delete;

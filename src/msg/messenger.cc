@@ -5,6 +5,7 @@
 #include <limits>
 #include <utility>
 
+#include "msg/messenger_front.h"
 #include "msg/messenger_impl.h"
 
 namespace rmsg {
@@ -79,70 +80,118 @@ Result<std::unique_ptr<Messenger>> MessengerAccess::create(EventLoop& loop,
                                                            std::unique_ptr<StreamFactory> streams,
                                                            Messenger::DispatchCallback dispatch,
                                                            Messenger::EventCallback on_event) {
-  const MessengerOptions& o = options;
-  if (o.node_id == 0 || !dispatch || !streams || o.max_message_size == 0 ||
-      o.session_max_messages == 0 || o.total_max_messages == 0 || o.window_messages == 0 ||
-      o.max_handshakes == 0 || o.ack_every == 0 || o.write_buffer == 0 ||
-      o.max_message_size > std::numeric_limits<std::uint32_t>::max() - msg::MessageHeader::kSize) {
-    return make_error_code(Errc::invalid_argument);
-  }
-  auto impl = std::make_shared<Messenger::Impl>(loop, options, std::move(streams),
-                                                std::move(dispatch), std::move(on_event));
-  return std::unique_ptr<Messenger>(new Messenger(std::move(impl)));
+  if (!streams) return make_error_code(Errc::invalid_argument);
+  auto given = std::make_shared<std::unique_ptr<StreamFactory>>(std::move(streams));
+  EventLoop* const loops[] = {&loop};
+  return create(
+      loops, options,
+      [given](EventLoop&) -> Result<std::unique_ptr<StreamFactory>> { return std::move(*given); },
+      std::move(dispatch), std::move(on_event));
+}
+
+Result<std::unique_ptr<Messenger>> MessengerAccess::create(
+    std::span<EventLoop* const> loops, const MessengerOptions& options,
+    const Messenger::Front::MakeStreams& make_streams, Messenger::DispatchCallback dispatch,
+    Messenger::EventCallback on_event) {
+  auto front = Messenger::Front::create(loops, options, make_streams, std::move(dispatch),
+                                        std::move(on_event));
+  if (!front) return front.error();
+  return std::unique_ptr<Messenger>(new Messenger(std::move(front).value()));
+}
+
+Messenger::Front& MessengerAccess::front(Messenger& m) noexcept {
+  return *m.front_;
 }
 
 Result<std::unique_ptr<Messenger>> Messenger::create(EventLoop& loop,
                                                      const MessengerOptions& options,
                                                      DispatchCallback dispatch,
                                                      EventCallback on_event) {
-  auto streams = make_manager_stream_factory(loop);
-  if (!streams) return streams.error();
-  return MessengerAccess::create(loop, options, std::move(streams).value(), std::move(dispatch),
+  EventLoop* const loops[] = {&loop};
+  return create(loops, options, std::move(dispatch), std::move(on_event));
+}
+
+Result<std::unique_ptr<Messenger>> Messenger::create(std::span<EventLoop* const> loops,
+                                                     const MessengerOptions& options,
+                                                     DispatchCallback dispatch,
+                                                     EventCallback on_event) {
+  return MessengerAccess::create(loops, options, make_manager_stream_factory, std::move(dispatch),
                                  std::move(on_event));
 }
 
-Messenger::Messenger(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Messenger::Messenger(std::unique_ptr<Front> front) : front_(std::move(front)) {}
 
-Messenger::~Messenger() {
-  impl_->shutdown();
-}
+Messenger::~Messenger() = default;
 
 Result<std::string> Messenger::listen(const SocketAddress& address,
                                       const ConnectionParams& params) {
-  return impl_->listen(address, params);
+  return front_->listen(address, params);
 }
 Result<void> Messenger::add_peer(NodeId peer, const ConnectionParams& params) {
-  return impl_->add_peer(peer, params);
+  if (peer == 0 || peer == node_id()) return make_error_code(Errc::invalid_argument);
+  front_->run_on(front_->owner(peer), [peer, params](Front::Shard& s) {
+    static_cast<void>(s.impl->add_peer(peer, params));
+  });
+  return {};
 }
 void Messenger::set_policy(NodeId peer, SessionPolicy policy) {
-  impl_->set_policy(peer, policy);
+  front_->run_on(front_->owner(peer),
+                 [peer, policy](Front::Shard& s) { s.impl->set_policy(peer, policy); });
 }
-Result<void> Messenger::send(NodeId peer, std::span<const std::byte> payload) {
-  return impl_->send(peer, std::vector<std::byte>(payload.begin(), payload.end()));
+Result<void> Messenger::send(NodeId peer, std::span<const std::byte> payload, ServiceId service) {
+  return front_->send(peer, std::vector<std::byte>(payload.begin(), payload.end()), service);
 }
-Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload) {
-  return impl_->send(peer, std::move(payload));
+Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload, ServiceId service) {
+  return front_->send(peer, std::move(payload), service);
 }
-Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload) {
-  return impl_->send_tracked(peer, std::move(payload));
+Result<void> Messenger::attach(ServiceId service, DispatchCallback dispatch,
+                               EventCallback on_event) {
+  return front_->attach(service, std::move(dispatch), std::move(on_event));
+}
+void Messenger::detach(ServiceId service) {
+  front_->detach(service);
+}
+Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                                  ServiceId service) {
+  return front_->shard_of(peer).impl->send_tracked(peer, std::move(payload), service);
 }
 bool Messenger::withdraw(NodeId peer, Ticket ticket) {
-  return impl_->withdraw(peer, ticket);
+  return front_->shard_of(peer).impl->withdraw(peer, ticket);
 }
 void Messenger::mark_down(NodeId peer) {
-  impl_->mark_down(peer);
+  front_->run_on(front_->owner(peer), [peer](Front::Shard& s) { s.impl->mark_down(peer); });
 }
 std::optional<Messenger::SessionInfo> Messenger::session_info(NodeId peer) const {
-  return impl_->session_info(peer);
+  return front_->shard_of(peer).impl->session_info(peer);
 }
 NodeId Messenger::node_id() const noexcept {
-  return impl_->node_id();
+  return front_->options_.node_id;
+}
+const MessengerOptions& Messenger::options() const noexcept {
+  return front_->options_;
 }
 EventLoop& Messenger::loop() const noexcept {
-  return impl_->loop();
+  return *front_->shards_[0].loop;
+}
+std::size_t Messenger::loop_count() const noexcept {
+  return front_->shards_.size();
+}
+EventLoop& Messenger::loop_of(NodeId peer) const noexcept {
+  return *front_->shard_of(peer).loop;
 }
 const CounterSet& Messenger::counters() const noexcept {
-  return impl_->counters();
+  return front_->shards_[0].impl->counters();
+}
+const CounterSet& Messenger::counters(std::size_t loop_index) const noexcept {
+  return front_->shards_[loop_index].impl->counters();
+}
+std::uint64_t Messenger::counter_total(const std::string& name) const {
+  std::uint64_t sum = 0;
+  for (const auto& s : front_->shards_) {
+    const auto snap = s.impl->counters().snapshot();
+    if (auto it = snap.find(name); it != snap.end()) sum += it->second;
+  }
+  return sum;
 }
 
 }  // namespace rmsg

@@ -7,17 +7,20 @@
 namespace rmsg {
 
 Messenger::Impl::Impl(EventLoop& loop, const MessengerOptions& options,
-                      std::unique_ptr<StreamFactory> streams, DispatchCallback dispatch,
-                      EventCallback on_event)
+                      std::unique_ptr<StreamFactory> streams, ShardDispatch dispatch,
+                      ShardEventCallback on_event, std::shared_ptr<msg::Admission> admission)
     : loop_(loop),
       options_(options),
       streams_(std::move(streams)),
       dispatch_(std::move(dispatch)),
-      on_event_(std::move(on_event)) {
-  budget_.max_messages = options.total_max_messages;
-  budget_.max_bytes = options.total_max_bytes;
+      on_event_(std::move(on_event)),
+      admission_(std::move(admission)) {
   limits_ = {options.session_max_messages, options.session_max_bytes, options.window_messages,
              options.window_bytes};
+  if (!admission_) {
+    admission_ = std::make_shared<msg::Admission>(limits_, options.total_max_messages,
+                                                  options.total_max_bytes);
+  }
   ack_policy_ = {options.ack_every, options.ack_delay};
   backoff_policy_ = {options.backoff_initial, options.backoff_max};
   frame_limits_.max_frame_size =
@@ -50,8 +53,9 @@ void Messenger::Impl::set_policy(NodeId peer, SessionPolicy policy) {
   if (Session* s = find_session(peer)) s->policy = policy;
 }
 
-Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload) {
-  auto r = send_tracked(peer, std::move(payload));
+Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload,
+                                   std::uint16_t service) {
+  auto r = send_tracked(peer, std::move(payload), service);
   if (!r) return r.error();
   return {};
 }

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "msg/admission.h"
 #include "msg/backoff.h"
 #include "msg/frame_decoder.h"
 #include "msg/frame_encoder.h"
@@ -92,10 +93,24 @@ struct Connection {
   std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
 };
 
+// What a shard hands its messenger front (messenger_front.h): a message with its service,
+// and session events with the service of each message a reset hands back.
+using ShardDispatch =
+    std::function<void(NodeId from, std::uint16_t service, std::span<const std::byte> payload)>;
+struct ShardEvent {
+  SessionEvent event;
+  std::vector<std::uint16_t> unknown_services;  // event.unknown[i]'s service
+  std::vector<std::uint16_t> unsent_services;
+};
+using ShardEventCallback = std::function<void(ShardEvent event)>;
+
+// One loop's part of a messenger (a "shard"): the sessions whose peers hash to its loop.
 class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
  public:
+  // `admission` is the messenger's (shared by its shards); null: a budget of our own.
   Impl(EventLoop& loop, const MessengerOptions& options, std::unique_ptr<StreamFactory> streams,
-       DispatchCallback dispatch, EventCallback on_event);
+       ShardDispatch dispatch, ShardEventCallback on_event,
+       std::shared_ptr<msg::Admission> admission = nullptr);
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   Impl(Impl&&) = delete;
@@ -106,10 +121,16 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
   Result<void> add_peer(NodeId peer, const ConnectionParams& params);
   void set_policy(NodeId peer, SessionPolicy policy);
-  Result<void> send(NodeId peer, std::vector<std::byte> payload);
+  Result<void> send(NodeId peer, std::vector<std::byte> payload, std::uint16_t service = 0);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
-  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload);
+  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                         std::uint16_t service = 0);
+  // A send from another thread: the caller reserved its share (Admission::try_reserve); on
+  // the loop it is queued whatever the bounds say, or released if the shard shut down.
+  // Returns the message's ticket; none when the shard shut down (nothing queued).
+  std::optional<Messenger::Ticket> send_reserved(NodeId peer, std::vector<std::byte> payload,
+                                                 std::uint16_t service);
   bool withdraw(NodeId peer, Messenger::Ticket ticket);
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
@@ -128,7 +149,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void attempt_failed(Session& s, std::error_code why);
   void connection_lost(Session& s, std::error_code why);
   void release_slot(Connection& c);
-  void emit(SessionEvent event);
+  void emit(SessionEvent event, std::vector<std::uint16_t> unknown_services = {},
+            std::vector<std::uint16_t> unsent_services = {});
   Cookie new_cookie();
 
   // session_handshake.cc: banner, hello, decision, welcome.
@@ -166,8 +188,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   EventLoop& loop_;
   MessengerOptions options_;
   std::unique_ptr<StreamFactory> streams_;
-  DispatchCallback dispatch_;
-  EventCallback on_event_;
+  ShardDispatch dispatch_;
+  ShardEventCallback on_event_;
   CounterSet counters_;
   // The per-message counters, looked up once: CounterSet::counter() takes a lock and
   // searches a map.
@@ -185,7 +207,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
                    counters_.counter("msg.acks_received"),
                    counters_.counter("msg.replayed"),
                    counters_.counter("msg.sent")};
-  msg::QueueBudget budget_;
+  std::shared_ptr<msg::Admission> admission_;
   msg::QueueLimits limits_;
   msg::AckPolicy ack_policy_;
   msg::BackoffPolicy backoff_policy_;

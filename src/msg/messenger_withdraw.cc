@@ -6,15 +6,15 @@
 
 namespace rmsg {
 
-Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
-                                                        std::vector<std::byte> payload) {
+Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                                        std::uint16_t service) {
   if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
     return make_error_code(Errc::invalid_argument);
   }
   if (shutting_down_) return make_error_code(Errc::closed);
   Session& s = session_for(peer);
   const Cookie session = s.my_cookie;
-  auto r = s.out->push(std::move(payload));
+  auto r = s.out->push(std::move(payload), service);
   if (!r) {
     counters_.counter("msg.send_refused").add_owned();
     return r.error();
@@ -28,6 +28,24 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
     want_connection(s);
   }
   return Messenger::Ticket{session, r.value()};
+}
+
+std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(NodeId peer,
+                                                                std::vector<std::byte> payload,
+                                                                std::uint16_t service) {
+  if (shutting_down_) {
+    admission_->release(peer, payload.size());
+    return std::nullopt;
+  }
+  Session& s = session_for(peer);
+  const Messenger::Ticket ticket{s.my_cookie, s.out->push_reserved(std::move(payload), service)};
+  hot_.queued.add_owned();
+  if (s.state == Session::State::open) {
+    pump(s);
+  } else {
+    want_connection(s);
+  }
+  return ticket;
 }
 
 bool Messenger::Impl::withdraw(NodeId peer, Messenger::Ticket ticket) {

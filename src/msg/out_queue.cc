@@ -5,21 +5,23 @@
 namespace rmsg::msg {
 
 OutQueue::~OutQueue() {
-  budget_->messages -= q_.size();
-  budget_->bytes -= bytes_;
+  release(q_.size(), bytes_);
 }
 
-Result<Seq> OutQueue::push(Payload payload) {
+Result<Seq> OutQueue::push(Payload payload, std::uint16_t service) {
   const std::size_t n = payload.size();
-  if (q_.size() + 1 > limits_.max_messages || n > limits_.max_bytes ||
-      bytes_ > limits_.max_bytes - n || !budget_->fits(n)) {
+  if (!session_->try_reserve(n)) return make_error_code(Errc::resource_exhausted);
+  if (!budget_->try_reserve(n)) {
+    session_->release(1, n);
     return make_error_code(Errc::resource_exhausted);
   }
+  return push_reserved(std::move(payload), service);
+}
+
+Seq OutQueue::push_reserved(Payload payload, std::uint16_t service) {
   const Seq seq = next_seq_++;
-  q_.push_back(OutMessage{seq, std::move(payload)});
-  bytes_ += n;
-  budget_->messages += 1;
-  budget_->bytes += n;
+  bytes_ += payload.size();
+  q_.push_back(OutMessage{seq, std::move(payload), service});
   return seq;
 }
 
@@ -49,8 +51,6 @@ void OutQueue::drop_front() {
     inflight_bytes_ -= n;
   }
   bytes_ -= n;
-  budget_->messages -= 1;
-  budget_->bytes -= n;
   acked_ = q_.front().seq;
   q_.pop_front();
 }
@@ -58,7 +58,15 @@ void OutQueue::drop_front() {
 Result<void> OutQueue::ack(Seq ack) {
   if (seq_at_or_before(ack, acked_)) return {};
   if (seq_after(ack, highest_written_)) return make_error_code(Errc::protocol_error);
-  while (!q_.empty() && seq_at_or_before(q_.front().seq, ack)) drop_front();
+  // The budgets are given back once per ack, not per message (atomic operations).
+  std::size_t count = 0;
+  std::size_t freed = 0;
+  while (!q_.empty() && seq_at_or_before(q_.front().seq, ack)) {
+    ++count;
+    freed += q_.front().payload.size();
+    drop_front();
+  }
+  if (count > 0) release(count, freed);
   acked_ = ack;
   return {};
 }
@@ -67,13 +75,12 @@ Handback OutQueue::take_all() {
   Handback h;
   while (!q_.empty()) {
     OutMessage& m = q_.front();
-    auto& to =
-        seq_at_or_before(m.seq, highest_written_) && highest_written_ != 0 ? h.unknown : h.unsent;
+    const bool unknown = seq_at_or_before(m.seq, highest_written_) && highest_written_ != 0;
     const std::size_t n = m.payload.size();
-    to.push_back(std::move(m.payload));
+    (unknown ? h.unknown : h.unsent).push_back(std::move(m.payload));
+    (unknown ? h.unknown_services : h.unsent_services).push_back(m.service);
     bytes_ -= n;
-    budget_->messages -= 1;
-    budget_->bytes -= n;
+    release(1, n);
     q_.pop_front();
   }
   cursor_ = 0;

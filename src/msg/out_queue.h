@@ -18,6 +18,7 @@
 // Threading: none (the messenger's loop thread owns it).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -30,14 +31,33 @@ namespace rmsg::msg {
 
 using Payload = std::vector<std::byte>;
 
-// The messenger-wide total of queued messages, shared by every session's OutQueue.
+// A bound on queued messages and their payload bytes: the messenger-wide total shared by
+// every session, and each session's own (msg/admission.h keeps both). Atomic, because a
+// send from a thread other than the session's loop reserves its share before it hands the
+// message over (docs/messenger.md, Threading); the OutQueue releases it when the message
+// leaves (acknowledged, withdrawn, handed back). A reservation never overshoots the bound;
+// two racing near it may both be refused.
 struct QueueBudget {
   std::size_t max_messages = 0;
   std::size_t max_bytes = 0;
-  std::size_t messages = 0;
-  std::size_t bytes = 0;
-  bool fits(std::size_t n) const noexcept {
-    return messages + 1 <= max_messages && n <= max_bytes && bytes <= max_bytes - n;
+  std::atomic<std::size_t> messages{0};
+  std::atomic<std::size_t> bytes{0};
+  // Takes one message of n bytes; false (nothing taken) when it does not fit.
+  bool try_reserve(std::size_t n) noexcept {
+    if (messages.fetch_add(1, std::memory_order_relaxed) + 1 > max_messages) {
+      messages.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (n > max_bytes || bytes.fetch_add(n, std::memory_order_relaxed) > max_bytes - n) {
+      if (n <= max_bytes) bytes.fetch_sub(n, std::memory_order_relaxed);
+      messages.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  void release(std::size_t count, std::size_t n) noexcept {
+    messages.fetch_sub(count, std::memory_order_relaxed);
+    bytes.fetch_sub(n, std::memory_order_relaxed);
   }
 };
 
@@ -51,20 +71,28 @@ struct QueueLimits {
 struct OutMessage {
   Seq seq = 0;
   Payload payload;
+  std::uint16_t service = 0;  // the session user it is for (MessageHeader::service)
 };
 
 // What a session reset hands back to the application, oldest first.
 struct Handback {
   std::vector<Payload> unknown;  // written at least once, never acknowledged
   std::vector<Payload> unsent;   // never written to any connection
+  // The service of each message, index by index.
+  std::vector<std::uint16_t> unknown_services;
+  std::vector<std::uint16_t> unsent_services;
 };
 
 class OutQueue {
  public:
-  // `budget` must outlive the queue (the messenger's); the queue returns its share on
-  // destruction and in take_all().
-  OutQueue(const QueueLimits& limits, QueueBudget& budget) noexcept
-      : limits_(limits), budget_(&budget) {}
+  // `budget` (the messenger's) and `session` (this peer's, when given: it outlives the
+  // session object; else the queue keeps its own from `limits`) must outlive the queue,
+  // which returns its share of both on destruction and in take_all().
+  OutQueue(const QueueLimits& limits, QueueBudget& budget, QueueBudget* session = nullptr) noexcept
+      : limits_(limits),
+        budget_(&budget),
+        own_{limits.max_messages, limits.max_bytes},
+        session_(session != nullptr ? session : &own_) {}
   OutQueue(const OutQueue&) = delete;
   OutQueue& operator=(const OutQueue&) = delete;
   OutQueue(OutQueue&&) = delete;
@@ -73,7 +101,10 @@ class OutQueue {
 
   // Queues a message; returns its sequence number. Errors: Errc::resource_exhausted (this
   // session's or the messenger's bound is reached; nothing was queued).
-  Result<Seq> push(Payload payload);
+  Result<Seq> push(Payload payload, std::uint16_t service = 0);
+  // push() of a message whose share of both budgets the caller already reserved
+  // (QueueBudget::try_reserve on each): it cannot be refused.
+  Seq push_reserved(Payload payload, std::uint16_t service = 0);
 
   // The next message to write on the current connection, or null (nothing left, or the
   // window is full). Valid until the next non-const call.
@@ -105,8 +136,15 @@ class OutQueue {
  private:
   void drop_front();
 
+  void release(std::size_t count, std::size_t n) noexcept {
+    budget_->release(count, n);
+    session_->release(count, n);
+  }
+
   QueueLimits limits_;
   QueueBudget* budget_;
+  QueueBudget own_;
+  QueueBudget* session_;
   std::deque<OutMessage> q_;
   std::size_t cursor_ = 0;  // q_[0, cursor_) written on the current connection
   std::size_t bytes_ = 0;

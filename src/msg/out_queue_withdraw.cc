@@ -13,7 +13,7 @@ bool OutQueue::withdraw(Seq seq) noexcept {
   const std::size_t n = p.size();
   if (index < cursor_) inflight_bytes_ -= n;
   bytes_ -= n;
-  budget_->bytes -= n;
+  release(0, n);
   Payload{}.swap(p);
   return true;
 }

@@ -58,7 +58,23 @@ Result<void> RpcEndpoint::Impl::start(std::unique_ptr<StreamFactory> streams) {
         if (auto self = weak.lock()) self->on_event(std::move(e));
       });
   if (!m) return m.error();
-  messenger_ = std::move(m).value();
+  owned_ = std::move(m).value();
+  messenger_ = owned_.get();
+  return {};
+}
+
+Result<void> RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
+  std::weak_ptr<Impl> weak = weak_from_this();
+  RMSG_TRY(messenger.attach(
+      service,
+      [weak](NodeId from, std::span<const std::byte> payload) {
+        if (auto self = weak.lock()) self->on_message(from, payload);
+      },
+      [weak](SessionEvent e) {
+        if (auto self = weak.lock()) self->on_event(std::move(e));
+      }));
+  messenger_ = &messenger;
+  service_ = service;
   return {};
 }
 
@@ -71,7 +87,9 @@ void RpcEndpoint::Impl::close() {
     if (auto st = weak.lock()) st->endpoint.reset();
   }
   pending_.clear();
-  messenger_.reset();
+  if (!owned_ && messenger_ != nullptr) messenger_->detach(service_);
+  messenger_ = nullptr;
+  owned_.reset();
 }
 
 void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> payload) {
@@ -164,6 +182,21 @@ Result<std::unique_ptr<RpcEndpoint>> RpcEndpoint::create(EventLoop& loop, const 
   auto streams = make_manager_stream_factory(loop);
   if (!streams) return streams.error();
   return RpcAccess::create(loop, options, std::move(streams).value(), std::move(on_event));
+}
+
+Result<std::unique_ptr<RpcEndpoint>> RpcEndpoint::create(Messenger& messenger, ServiceId service,
+                                                         const RpcOptions& options,
+                                                         Messenger::EventCallback on_event) {
+  // The endpoint's state lives on one loop: a messenger over several is not served yet.
+  if (messenger.loop_count() != 1 || options.max_outstanding == 0 ||
+      messenger.options().max_message_size <= msg::RpcHeader::kSize) {
+    return make_error_code(Errc::invalid_argument);
+  }
+  RpcOptions o = options;
+  o.messenger = messenger.options();
+  auto impl = std::make_shared<RpcEndpoint::Impl>(messenger.loop(), o, std::move(on_event));
+  RMSG_TRY(impl->start(messenger, service));
+  return std::unique_ptr<RpcEndpoint>(new RpcEndpoint(std::move(impl)));
 }
 
 RpcEndpoint::RpcEndpoint(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}

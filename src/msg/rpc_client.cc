@@ -24,6 +24,7 @@ RpcErrc errc_of(msg::RpcStatus s) noexcept {
 Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
                                        std::span<const std::byte> body, const CallOptions& options,
                                        CallCallback done) {
+  if (!loop_.in_loop_thread()) return call_afar(peer, method, body, options, std::move(done));
   if (shut_) return make_error_code(RpcErrc::shutting_down);
   if (peer == 0 || peer == options_.messenger.node_id || !done ||
       options.deadline == Clock::time_point{}) {
@@ -34,9 +35,9 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   }
   const auto now = loop_.now();
   if (options.deadline <= now) return make_error_code(RpcErrc::timeout);
-  if (calls_.size() >= options_.max_outstanding) return make_error_code(Errc::resource_exhausted);
   CallId id = options.retry_of;
   if (id != 0 && calls_.contains(id)) return make_error_code(Errc::invalid_argument);
+  if (!take_slot()) return make_error_code(Errc::resource_exhausted);
   if (id == 0) id = next_id_++;
   msg::RpcHeader h;
   h.kind = msg::RpcKind::request;
@@ -44,8 +45,11 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.word = method;
   h.id = id;
   h.budget_us = budget_us(options.deadline - now);
-  auto ticket = messenger_->send_tracked(peer, msg::encode_rpc(h, body));
-  if (!ticket) return ticket.error();
+  auto ticket = messenger_->send_tracked(peer, msg::encode_rpc(h, body), service_);
+  if (!ticket) {
+    --outstanding_;
+    return ticket.error();
+  }
   Call c;
   c.peer = peer;
   c.ticket = ticket.value();
@@ -68,6 +72,7 @@ void RpcEndpoint::Impl::complete(CallId id, RpcResponse response) {
   if (it == calls_.end()) return;
   Call c = std::move(it->second);
   calls_.erase(it);  // its deadline entry goes stale (the queue skips it)
+  --outstanding_;
   response.latency = loop_.now() - c.start;
   PeerCounters& pc = peer_counters(c.peer);
   --pc.outstanding;
@@ -103,7 +108,8 @@ void RpcEndpoint::Impl::arm_deadline_timer() {
   if (deadline_timer_ != 0) loop_.cancel_timer(deadline_timer_);
   deadline_armed_ = next;
   std::weak_ptr<Impl> weak = weak_from_this();
-  deadline_timer_ = loop_.add_timer(next - loop_.now(), [weak] {
+  const Duration left = next - loop_.now();
+  deadline_timer_ = loop_.add_timer(left > Duration::zero() ? left : Duration::zero(), [weak] {
     if (auto self = weak.lock()) self->deadlines_due();
   });
 }
@@ -144,7 +150,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
   msg::RpcHeader h;
   h.kind = msg::RpcKind::cancel;
   h.id = id;
-  if (!messenger_->send(peer, msg::encode_rpc(h, {}))) {
+  if (!messenger_->send(peer, msg::encode_rpc(h, {}), service_)) {
     counters_.counter("rpc.cancel_not_sent").add_owned();
   }
   RpcResponse r;
@@ -155,6 +161,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
 
 Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
                                        std::span<const std::byte> body) {
+  if (!loop_.in_loop_thread()) return notify_afar(peer, method, body);
   if (shut_) return make_error_code(RpcErrc::shutting_down);
   if (body.size() > options_.messenger.max_message_size - msg::RpcHeader::kSize) {
     return make_error_code(RpcErrc::too_large);
@@ -162,7 +169,7 @@ Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
   msg::RpcHeader h;
   h.kind = msg::RpcKind::oneway;
   h.word = method;
-  RMSG_TRY(messenger_->send(peer, msg::encode_rpc(h, body)));
+  RMSG_TRY(messenger_->send(peer, msg::encode_rpc(h, body), service_));
   peer_counters(peer).oneway_sent->add_owned();
   return {};
 }

@@ -8,6 +8,7 @@
 // Threading: the loop thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -65,6 +66,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
 
   // rpc.cc
   Result<void> start(std::unique_ptr<StreamFactory> streams);
+  // Over a messenger the application owns, as `service`'s user (Messenger::attach).
+  Result<void> start(Messenger& messenger, ServiceId service);
   void close();  // the endpoint goes: fail every call, drop the messenger
   void on_message(NodeId from, std::span<const std::byte> payload);
   void on_event(SessionEvent event);
@@ -75,6 +78,15 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // rpc_client.cc
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
+  // rpc_afar.cc: call() and notify() from a thread other than the loop's.
+  Result<CallId> call_afar(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
+                           const CallOptions& options, CallCallback done);
+  Result<void> notify_afar(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
+  // On the loop: a call made elsewhere, its request queued (`ticket`), becomes outstanding.
+  void adopt(CallId id, NodeId peer, Messenger::Ticket ticket, Clock::time_point start,
+             Clock::time_point deadline, CallCallback done);
+  // Takes a slot of max_outstanding (any thread); false when none is left.
+  bool take_slot() noexcept;
   bool cancel(CallId id);
   Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
   void on_reply(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
@@ -97,19 +109,23 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   EventLoop& loop_;
   RpcOptions options_;
   Messenger::EventCallback on_event_;
-  std::unique_ptr<Messenger> messenger_;
+  Messenger* messenger_ = nullptr;    // owned_ or the application's
+  std::unique_ptr<Messenger> owned_;  // RpcEndpoint::create(loop, ...)'s own
+  ServiceId service_ = 0;
   CounterSet counters_;
   std::unordered_map<CallId, Call> calls_;
   msg::DeadlineQueue deadlines_;  // one timer for every call's deadline
   TimerId deadline_timer_ = 0;
   Clock::time_point deadline_armed_ = Clock::time_point::max();
-  CallId next_id_ = 1;
+  // Any thread: ids, the outstanding calls (calls_ and those on their way to it), shut_.
+  std::atomic<CallId> next_id_{1};
+  std::atomic<std::size_t> outstanding_{0};
   std::unordered_map<std::uint32_t, Method> methods_;
   std::unordered_map<std::uint32_t, OnewayHandler> oneway_;
   std::map<msg::DedupeTable::Key, std::weak_ptr<RpcResponder::State>> pending_;
   msg::DedupeTable dedupe_;
   std::unordered_map<NodeId, PeerCounters> peers_;
-  bool shut_ = false;
+  std::atomic<bool> shut_{false};
 };
 
 }  // namespace rmsg

@@ -6,7 +6,10 @@
 // Threading: the messenger's loop thread.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "rmsg/connection_manager.h"
 #include "rmsg/messenger.h"
@@ -26,6 +29,25 @@ class StreamFactory {
   virtual void connect(const ConnectionParams& params, ConnectCallback done) = 0;
   virtual Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                                   AcceptCallback on_accept) = 0;
+
+  // A messenger over several loops (Messenger::Front) over a transport whose accepted
+  // connections cannot be moved as a socket (RDMA): this (loop 0's) factory listens, and
+  // each connect request is routed by the connector's affinity to shard owner(affinity),
+  // whose factory is shards[i] and whose accept callback, run on its loop, is accepted[i].
+  // Called before the loops run. Default: Errc::not_supported; the ConnectionManager's
+  // router (ConnectionParams::affinity, listen with an AcceptRouter, accept_routed) is how
+  // the ConnectionManager factory is to do it (docs/messenger.md, Threading).
+  virtual Result<Listener> listen_routed(
+      [[maybe_unused]] const SocketAddress& address,
+      [[maybe_unused]] const ConnectionParams& params,
+      [[maybe_unused]] std::span<StreamFactory* const> shards,
+      [[maybe_unused]] std::function<std::size_t(std::uint64_t)> owner,
+      [[maybe_unused]] std::vector<AcceptCallback> accepted) {
+    return make_error_code(Errc::not_supported);
+  }
+  // The affinity this factory's connects carry (the messenger's node id), for the peer's
+  // listen_routed. Default: not sent.
+  virtual void set_affinity([[maybe_unused]] std::uint64_t affinity) {}
 };
 
 // The ConnectionManager's streams (what Messenger::create uses).
@@ -36,6 +58,14 @@ struct MessengerAccess {
                                                    std::unique_ptr<StreamFactory> streams,
                                                    Messenger::DispatchCallback dispatch,
                                                    Messenger::EventCallback on_event);
+  // Over several loops, with one factory made per loop (make_streams is called on the
+  // creating thread, once per loop, in order).
+  static Result<std::unique_ptr<Messenger>> create(
+      std::span<EventLoop* const> loops, const MessengerOptions& options,
+      const std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)>& make_streams,
+      Messenger::DispatchCallback dispatch, Messenger::EventCallback on_event);
+  // The shards behind a messenger (RPC's way to send from other threads).
+  static Messenger::Front& front(Messenger& m) noexcept;
 };
 
 }  // namespace rmsg

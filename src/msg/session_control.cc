@@ -25,7 +25,8 @@ Session& Messenger::Impl::session_for(NodeId peer) {
   auto pol = policies_.find(peer);
   s->policy = pol == policies_.end() ? options_.default_policy : pol->second;
   s->my_cookie = new_cookie();
-  s->out = std::make_unique<msg::OutQueue>(limits_, budget_);
+  s->out =
+      std::make_unique<msg::OutQueue>(limits_, admission_->total(), &admission_->session(peer));
   counters_.counter("msg.sessions").add_owned();
   Session& ref = *s;
   sessions_.emplace(peer, std::move(s));
@@ -34,7 +35,8 @@ Session& Messenger::Impl::session_for(NodeId peer) {
 
 void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report) {
   msg::Handback h = s.out->take_all();
-  s.out = std::make_unique<msg::OutQueue>(limits_, budget_);
+  s.out =
+      std::make_unique<msg::OutQueue>(limits_, admission_->total(), &admission_->session(s.peer));
   s.in = msg::InState(ack_policy_);
   s.my_cookie = new_cookie();
   s.peer_cookie = 0;
@@ -50,14 +52,17 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
            h.unsent.size());
   if (report) {
     emit(SessionEvent{SessionEvent::Kind::reset, s.peer, why, std::move(h.unknown),
-                      std::move(h.unsent)});
+                      std::move(h.unsent)},
+         std::move(h.unknown_services), std::move(h.unsent_services));
   }
 }
 
-void Messenger::Impl::emit(SessionEvent event) {
+void Messenger::Impl::emit(SessionEvent event, std::vector<std::uint16_t> unknown_services,
+                           std::vector<std::uint16_t> unsent_services) {
   if (!on_event_) return;
   std::weak_ptr<Impl> weak = weak_from_this();
-  auto shared = std::make_shared<SessionEvent>(std::move(event));
+  auto shared = std::make_shared<ShardEvent>(
+      ShardEvent{std::move(event), std::move(unknown_services), std::move(unsent_services)});
   loop_.defer([weak, shared] {
     if (auto self = weak.lock(); self && !self->shutting_down_) {
       self->on_event_(std::move(*shared));

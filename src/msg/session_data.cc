@@ -27,7 +27,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
         case msg::InState::Verdict::deliver: {
           const NodeId peer = c.peer;
           const Cookie session = s->my_cookie;
-          dispatch_(peer, f.segment(1));
+          dispatch_(peer, h->service, f.segment(1));
           hot_.delivered.add_owned();
           // The callback may have dropped the session or this connection (a send from it
           // can fail the connection). The message was handed over either way: unless the
@@ -80,7 +80,7 @@ void Messenger::Impl::pump(Session& s) {
   while (c->pending_bytes() < options_.write_buffer) {
     const msg::OutMessage* m = s.out->next();
     if (m == nullptr) break;
-    const auto header = msg::encode(msg::MessageHeader{m->seq, s.in.in_seq(), 0});
+    const auto header = msg::encode(msg::MessageHeader{m->seq, s.in.in_seq(), 0, m->service});
     const msg::Segment segs[2] = {{header, 0}, {m->payload, 0}};
     if (!queue_frame(*c, FrameType::message, segs)) break;
     if (s.out->highest_written() != 0 && msg::seq_at_or_before(m->seq, s.out->highest_written())) {

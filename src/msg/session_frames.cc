@@ -88,7 +88,7 @@ Encoded<MessageHeader> encode(const MessageHeader& m) noexcept {
   w.u64(m.seq);
   w.u64(m.ack);
   w.u32(m.flags);
-  w.u32(0);
+  w.u32(m.service);  // bytes 20..21 the service, 22..23 reserved (0)
   return out;
 }
 
@@ -136,6 +136,7 @@ Result<MessageHeader> decode_message_header(std::span<const std::byte> b) noexce
   m.seq = r.u64();
   m.ack = r.u64();
   m.flags = r.u32();
+  m.service = static_cast<std::uint16_t>(r.u32() & 0xffffu);  // bytes 22..23 ignored
   return m;
 }
 

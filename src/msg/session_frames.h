@@ -73,11 +73,13 @@ struct Reason {
 };
 
 // The first segment of a message frame: seq, ack (piggybacked in_seq), u32 flags,
-// u32 reserved; 24 bytes. The second segment is the application's payload.
+// u16 service (the user of the session it is for; 0 the default), u16 reserved; 24 bytes.
+// The second segment is the application's payload.
 struct MessageHeader {
   Seq seq = 0;
   Seq ack = 0;
   std::uint32_t flags = 0;
+  std::uint16_t service = 0;
   static constexpr std::size_t kSize = 24;
 };
 

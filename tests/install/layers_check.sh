@@ -21,7 +21,7 @@ declare -A allowed=(
 # public header -> its layer
 declare -A public=(
   [result.h]=base [log.h]=base [counters.h]=base [address.h]=base
-  [event_loop.h]=loop [loop_time.h]=loop
+  [event_loop.h]=loop [loop_time.h]=loop [loop_threads.h]=loop
   [stream.h]=stream
   [tcp.h]=tcp
   [rdma_errors.h]=verbs

@@ -1,0 +1,63 @@
+// LoopThreads: N EventLoops, each run by a thread of its own. The library starts no thread
+// by itself; this helper is how an application that wants loops on threads asks for them
+// (a Messenger over several loops, rmsg/messenger.h, is the intended user).
+//
+// Life: create() makes the loops; objects for them (a Messenger, streams) are made next,
+// on the creating thread, before start() runs each loop on its thread (loop-thread-only
+// setup is allowed before a loop first runs). stop() stops and joins them; afterwards
+// the creating thread may use the loops again (run_once makes it their thread). Destroy
+// what lives on the loops while they run (a Messenger's destructor hands its shutdown to
+// each loop and waits), then the LoopThreads.
+//
+// Threading: create, start, stop and the destructor: one thread (the owner). loops(),
+// loop() and size(): any thread. run_sync(): any thread but a loop thread of this set.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "rmsg/event_loop.h"
+#include "rmsg/result.h"
+
+namespace rmsg {
+
+class LoopThreads {
+ public:
+  // `options` for every loop; a given seed becomes seed + i for loop i. Errors: those of
+  // EventLoop::create; Errc::invalid_argument for n == 0.
+  static Result<std::unique_ptr<LoopThreads>> create(std::size_t n,
+                                                     const EventLoopOptions& options = {});
+  LoopThreads(const LoopThreads&) = delete;
+  LoopThreads& operator=(const LoopThreads&) = delete;
+  LoopThreads(LoopThreads&&) = delete;
+  LoopThreads& operator=(LoopThreads&&) = delete;
+  // stop(), then the loops are destroyed.
+  ~LoopThreads();
+
+  // Starts one thread per loop, running EventLoop::run() until stop(), and returns once
+  // each loop runs on its thread (from then on, every other thread is foreign to it).
+  void start();
+  // Stops every loop and joins its thread; idempotent.
+  void stop();
+
+  std::span<EventLoop* const> loops() const noexcept { return raw_; }
+  EventLoop& loop(std::size_t i) const noexcept { return *raw_[i]; }
+  std::size_t size() const noexcept { return raw_.size(); }
+
+  // Runs `f` on loop i's thread (posted) and waits for it to return; runs it right here
+  // when the loops are not started. For set-up and inspection from outside.
+  void run_sync(std::size_t i, const std::function<void()>& f);
+
+ private:
+  LoopThreads() = default;
+  std::vector<std::unique_ptr<EventLoop>> loops_;
+  std::vector<EventLoop*> raw_;
+  std::vector<std::thread> threads_;
+  bool started_ = false;
+};
+
+}  // namespace rmsg

@@ -1,0 +1,139 @@
+// AcceptRouter: peeking at an accepted connection's hello to find the loop it belongs to.
+#include "msg/accept_router.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "msg/banner.h"
+#include "msg/frame.h"
+#include "msg/frame_types.h"
+#include "rmsg/log.h"
+#include "stream/stream_access.h"
+#include "tcp/tcp_stream.h"
+
+namespace rmsg::msg {
+namespace {
+
+std::uint64_t le(std::span<const std::byte> b, std::size_t off, std::size_t len) noexcept {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < len; ++i) v |= std::to_integer<std::uint64_t>(b[off + i]) << (8 * i);
+  return v;
+}
+
+constexpr std::size_t kNodeField = 8;  // the hello's first field (docs/protocol.md)
+
+void set_lowat(int fd, std::size_t n) noexcept {
+  const int v = static_cast<int>(n);
+  static_cast<void>(::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v));
+}
+
+}  // namespace
+
+HelloPeek peek_hello(std::span<const std::byte> head) noexcept {
+  using V = HelloPeek::Verdict;
+  const std::size_t magic = std::min(head.size(), kBannerMagic.size());
+  if (!std::equal(head.begin(), head.begin() + static_cast<std::ptrdiff_t>(magic),
+                  kBannerMagic.begin())) {
+    return {V::malformed};
+  }
+  if (head.size() < kBannerSize) return {V::need_more, kBannerSize};
+  const std::size_t ext = le(head, 12, 2);
+  if (ext > kMaxBannerExtension) return {V::malformed};
+  const std::size_t pre = kBannerSize + ext;  // the first frame's preamble
+  const std::size_t need = pre + kPreambleSize + kNodeField;
+  if (head.size() < need) return {V::need_more, need};
+  const auto type = static_cast<FrameType>(std::to_integer<std::uint8_t>(head[pre]));
+  const std::size_t segments = std::to_integer<std::size_t>(head[pre + 2]);
+  if ((type != FrameType::client_ident && type != FrameType::session_reconnect) || segments < 1 ||
+      le(head, pre + 4, 4) < kNodeField) {
+    return {V::malformed};
+  }
+  const NodeId node = le(head, pre + kPreambleSize, kNodeField);
+  if (node == 0) return {V::malformed};
+  return {V::node, 0, node};
+}
+
+std::size_t peek_hello_cap() noexcept {
+  return kBannerSize + kMaxBannerExtension + kPreambleSize + kNodeField;
+}
+
+AcceptRouter::AcceptRouter(EventLoop& loop, Duration timeout, CounterSet& counters, Handoff handoff)
+    : loop_(loop),
+      timeout_(timeout),
+      handoff_(std::move(handoff)),
+      routed_(counters.counter("msg.route.routed")),
+      timeouts_(counters.counter("msg.route.timeout")),
+      closed_(counters.counter("msg.route.closed")),
+      malformed_(counters.counter("msg.route.malformed")),
+      unroutable_(counters.counter("msg.route.unroutable")),
+      buf_(peek_hello_cap()) {}
+
+AcceptRouter::~AcceptRouter() {
+  for (auto& l : listeners_) l.close();
+  for (auto& [fd, p] : pending_) {
+    loop_.unwatch(p.watch);
+    loop_.cancel_timer(p.timer);
+    ::close(fd);
+  }
+}
+
+void AcceptRouter::take(Stream stream) {
+  auto* tcp = detail::StreamAccess::as<tcp::TcpStream>(stream);
+  const int fd = tcp != nullptr ? tcp->release_fd() : -1;
+  if (fd < 0) {  // not a TCP socket (a test's stream): it cannot be moved, so it goes
+    unroutable_.add_owned();
+    return;
+  }
+  auto w = loop_.watch(fd, kReadable, [this, fd](std::uint32_t) { on_readable(fd); });
+  if (!w) {
+    ::close(fd);
+    closed_.add_owned();
+    return;
+  }
+  Pending& p = pending_[fd];
+  p.watch = *w;
+  p.timer = loop_.add_timer(timeout_, [this, fd] {
+    pending_[fd].timer = 0;
+    finish(fd, &timeouts_);
+  });
+  set_lowat(fd, kBannerMagic.size());  // garbage is told from a banner by its first 8 bytes
+}
+
+void AcceptRouter::on_readable(int fd) {
+  const ssize_t n = ::recv(fd, buf_.data(), buf_.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n <= 0) return finish(fd, &closed_);
+  const HelloPeek p = peek_hello({buf_.data(), static_cast<std::size_t>(n)});
+  switch (p.verdict) {
+    case HelloPeek::Verdict::malformed:
+      return finish(fd, &malformed_);
+    case HelloPeek::Verdict::need_more:
+      set_lowat(fd, p.need);
+      return;
+    case HelloPeek::Verdict::node:
+      set_lowat(fd, 1);
+      finish(fd, nullptr);
+      handoff_(p.node, fd);
+      return;
+  }
+}
+
+void AcceptRouter::finish(int fd, Counter* why) {
+  auto it = pending_.find(fd);
+  if (it == pending_.end()) return;
+  loop_.unwatch(it->second.watch);
+  if (it->second.timer != 0) loop_.cancel_timer(it->second.timer);
+  pending_.erase(it);
+  if (why == nullptr) {
+    routed_.add_owned();
+    return;
+  }
+  why->add_owned();
+  ::close(fd);
+}
+
+}  // namespace rmsg::msg

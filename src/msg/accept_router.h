@@ -1,0 +1,79 @@
+// AcceptRouter: with several loops, the TCP connections accepted on loop 0 reach the loop
+// that owns their peer's session before a byte of them is consumed (docs/messenger.md,
+// Threading: accepted connections). The connector writes its banner and hello at once; the
+// router peeks (MSG_PEEK, the socket's SO_RCVLOWAT set to the bytes still needed, so that
+// epoll wakes it only when they are there) until the hello's node id is in, then hands the
+// untouched socket on. That shard wraps it in a Stream and runs the normal handshake from
+// byte 0, checking everything (CRCs included) itself. A connection whose hello does not
+// come within the handshake timeout, that ends first, or whose first bytes are not a
+// messenger banner and a hello is closed and counted (msg.route.timeout / .closed /
+// .malformed); msg.route.routed counts those handed on, msg.route.unroutable accepted
+// streams that are no TCP socket (closed: only a socket can move to another loop).
+//
+// Threading: loop 0's thread (the listener's).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "rmsg/counters.h"
+#include "rmsg/event_loop.h"
+#include "rmsg/messenger.h"
+#include "rmsg/stream.h"
+
+namespace rmsg::msg {
+
+// What the first bytes of an inbound connection say (pure; tested on its own).
+struct HelloPeek {
+  enum class Verdict : std::uint8_t { need_more, node, malformed };
+  Verdict verdict = Verdict::need_more;
+  std::size_t need = 0;  // need_more: the bytes to wait for in all
+  NodeId node = 0;       // node: the hello's sender
+};
+HelloPeek peek_hello(std::span<const std::byte> head) noexcept;
+// The most bytes peek_hello() ever asks for (a banner with the longest extension, a
+// preamble and the hello's node field).
+std::size_t peek_hello_cap() noexcept;
+
+class AcceptRouter {
+ public:
+  // `handoff` gets the socket (a connected, non-blocking fd it now owns) and the peer.
+  using Handoff = std::function<void(NodeId peer, int fd)>;
+  AcceptRouter(EventLoop& loop, Duration timeout, CounterSet& counters, Handoff handoff);
+  AcceptRouter(const AcceptRouter&) = delete;
+  AcceptRouter& operator=(const AcceptRouter&) = delete;
+  AcceptRouter(AcceptRouter&&) = delete;
+  AcceptRouter& operator=(AcceptRouter&&) = delete;
+  // Closes the listeners and every socket still waiting for its hello.
+  ~AcceptRouter();
+
+  void keep(Listener listener) { listeners_.push_back(std::move(listener)); }
+  // An accepted TCP stream: its socket is taken out of it and peeked.
+  void take(Stream stream);
+
+ private:
+  struct Pending {
+    WatchId watch = 0;
+    TimerId timer = 0;
+  };
+  void on_readable(int fd);
+  void finish(int fd, Counter* why);  // why null: handed on
+
+  EventLoop& loop_;
+  Duration timeout_;
+  Handoff handoff_;
+  Counter& routed_;
+  Counter& timeouts_;
+  Counter& closed_;
+  Counter& malformed_;
+  Counter& unroutable_;
+  std::vector<Listener> listeners_;
+  std::unordered_map<int, Pending> pending_;
+  std::vector<std::byte> buf_;
+};
+
+}  // namespace rmsg::msg

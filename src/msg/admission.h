@@ -1,0 +1,65 @@
+// Admission: the messenger's queue bounds as atomic budgets, so that a send from any
+// thread gets its verdict (queued or Errc::resource_exhausted) synchronously, before the
+// message is handed to the loop that owns the peer's session (docs/messenger.md,
+// Threading). One per messenger, shared by every shard (loop): the messenger-wide total
+// and one budget per peer node, which every OutQueue of that peer's sessions charges (a
+// session reset keeps the peer's budget; its new queue starts empty).
+//
+// Threading: any thread. session() takes a mutex (once per send from a foreign thread, once
+// per session made on a loop); the budgets themselves are lock-free.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "msg/out_queue.h"
+
+namespace rmsg::msg {
+
+class Admission {
+ public:
+  Admission(const QueueLimits& session_limits, std::size_t total_messages,
+            std::size_t total_bytes) noexcept
+      : session_limits_(session_limits), total_{total_messages, total_bytes} {}
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+  Admission(Admission&&) = delete;
+  Admission& operator=(Admission&&) = delete;
+  ~Admission() = default;
+
+  QueueBudget& total() noexcept { return total_; }
+  // The budget of `peer` (made on first use; it lives as long as the Admission).
+  QueueBudget& session(std::uint64_t peer) {
+    const std::lock_guard lock(mu_);
+    auto& b = sessions_[peer];
+    if (!b) {
+      b = std::make_unique<QueueBudget>();
+      b->max_messages = session_limits_.max_messages;
+      b->max_bytes = session_limits_.max_bytes;
+    }
+    return *b;
+  }
+  // Reserves one message of n bytes in `peer`'s budget and the total; false (nothing
+  // reserved) when either is full. OutQueue::push_reserved takes it over.
+  bool try_reserve(std::uint64_t peer, std::size_t n) {
+    QueueBudget& s = session(peer);
+    if (!s.try_reserve(n)) return false;
+    if (total_.try_reserve(n)) return true;
+    s.release(1, n);
+    return false;
+  }
+  // Gives back a reservation that was never pushed (the shard went away first).
+  void release(std::uint64_t peer, std::size_t n) {
+    session(peer).release(1, n);
+    total_.release(1, n);
+  }
+
+ private:
+  QueueLimits session_limits_;
+  QueueBudget total_;
+  std::mutex mu_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<QueueBudget>> sessions_;
+};
+
+}  // namespace rmsg::msg

@@ -1,0 +1,227 @@
+// Messenger::Front: the shards of a messenger over N loops, and the handoff of sends and
+// accepted connections to the loop that owns a peer (docs/messenger.md, Threading).
+#include "msg/messenger_front.h"
+
+#include <future>
+#include <limits>
+#include <utility>
+
+#include "msg/accept_router.h"
+#include "tcp/tcp_stream.h"
+
+namespace rmsg {
+namespace {
+
+bool valid(const MessengerOptions& o) {
+  return o.node_id != 0 && o.max_message_size != 0 && o.session_max_messages != 0 &&
+         o.total_max_messages != 0 && o.window_messages != 0 && o.max_handshakes != 0 &&
+         o.ack_every != 0 && o.write_buffer != 0 &&
+         o.max_message_size <=
+             std::numeric_limits<std::uint32_t>::max() - msg::MessageHeader::kSize;
+}
+
+// splitmix64's finaliser: node ids are often small consecutive numbers; mixed, they spread
+// over the loops evenly.
+std::uint64_t mix(std::uint64_t x) noexcept {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Messenger::Front::Front(const MessengerOptions& options)
+    : options_(options),
+      admission_(std::make_shared<msg::Admission>(
+          msg::QueueLimits{options.session_max_messages, options.session_max_bytes,
+                           options.window_messages, options.window_bytes},
+          options.total_max_messages, options.total_max_bytes)) {}
+
+Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
+    std::span<EventLoop* const> loops, const MessengerOptions& options,
+    const MakeStreams& make_streams, DispatchCallback dispatch, EventCallback on_event) {
+  if (!valid(options) || !dispatch || loops.empty()) return make_error_code(Errc::invalid_argument);
+  for (EventLoop* l : loops) {
+    if (l == nullptr) return make_error_code(Errc::invalid_argument);
+  }
+  auto front = std::make_unique<Front>(options);
+  for (EventLoop* l : loops) {
+    auto streams = make_streams(*l);
+    if (!streams) return streams.error();
+    if (!streams.value()) return make_error_code(Errc::invalid_argument);
+    streams.value()->set_affinity(options.node_id);
+    // The table is made before the shard so that its counter lives in the shard's set.
+    auto holder = std::make_shared<std::shared_ptr<msg::ServiceTable>>();
+    auto impl = std::make_shared<Messenger::Impl>(
+        *l, options, std::move(streams).value(),
+        [holder](NodeId from, std::uint16_t service, std::span<const std::byte> payload) {
+          (*holder)->dispatch(from, service, payload);
+        },
+        [holder](ShardEvent e) { (*holder)->event(std::move(e)); }, front->admission_);
+    *holder = std::make_shared<msg::ServiceTable>(impl->counters_.counter("msg.unknown_service"));
+    (*holder)->attach(0, {dispatch, on_event});
+    front->shards_.push_back(Shard{l, std::move(impl), *holder});
+  }
+  return front;
+}
+
+Messenger::Front::~Front() {
+  // First every shard shuts down on its loop, while callbacks on the other loops may still
+  // call into the front (the shards stay in place); then, none of them running any more,
+  // each lets go of its parts on its own loop.
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    wait_on(i, [this, i] {
+      if (i == 0) router_.reset();
+      shards_[i].impl->shutdown();
+    });
+  }
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    wait_on(i, [this, i] {
+      shards_[i].impl.reset();
+      shards_[i].services.reset();
+    });
+  }
+}
+
+void Messenger::Front::wait_on(std::size_t i, const std::function<void()>& f) {
+  EventLoop& loop = *shards_[i].loop;
+  if (loop.in_loop_thread()) return f();
+  std::promise<void> done;
+  auto ready = done.get_future();
+  loop.post([&f, &done] {
+    f();
+    done.set_value();
+  });
+  ready.wait();
+}
+
+std::size_t Messenger::Front::owner(NodeId peer) const noexcept {
+  return shards_.size() == 1 ? 0 : static_cast<std::size_t>(mix(peer) % shards_.size());
+}
+
+void Messenger::Front::run_on(std::size_t i, std::function<void(Shard&)> f) {
+  Shard& sh = shards_[i];
+  if (sh.loop->in_loop_thread()) return f(sh);
+  // The task holds the shard's parts by weak reference: a messenger gone meanwhile (its
+  // shutdown ran on this loop) leaves nothing to do.
+  std::weak_ptr<Messenger::Impl> impl = sh.impl;
+  std::weak_ptr<msg::ServiceTable> services = sh.services;
+  EventLoop* loop = sh.loop;
+  sh.loop->post([impl, services, loop, f = std::move(f)] {
+    Shard s{loop, impl.lock(), services.lock()};
+    if (s.impl && s.services) f(s);
+  });
+}
+
+Result<void> Messenger::Front::send(NodeId peer, std::vector<std::byte> payload,
+                                    ServiceId service) {
+  return send_tracked(peer, std::move(payload), service, {});
+}
+
+Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                            ServiceId service, Queued queued) {
+  if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
+    return make_error_code(Errc::invalid_argument);
+  }
+  Shard& sh = shard_of(peer);
+  if (sh.loop->in_loop_thread()) {
+    auto t = sh.impl->send_tracked(peer, std::move(payload), service);
+    if (!t) return t.error();
+    if (queued) queued(t.value());
+    return {};
+  }
+  const std::size_t n = payload.size();
+  if (!admission_->try_reserve(peer, n)) {
+    sh.impl->counters_.counter("msg.send_refused").add();
+    return make_error_code(Errc::resource_exhausted);
+  }
+  std::weak_ptr<Messenger::Impl> weak = sh.impl;
+  std::shared_ptr<msg::Admission> admission = admission_;
+  sh.loop->post([weak, admission, peer, service, p = std::move(payload),
+                 queued = std::move(queued)]() mutable {
+    auto self = weak.lock();
+    if (!self) return admission->release(peer, p.size());
+    auto t = self->send_reserved(peer, std::move(p), service);
+    if (t && queued) queued(*t);
+  });
+  return {};
+}
+
+Result<void> Messenger::Front::attach(ServiceId service, DispatchCallback dispatch,
+                                      EventCallback on_event) {
+  if (service == 0 || !dispatch) return make_error_code(Errc::invalid_argument);
+  {
+    const std::lock_guard lock(services_mu_);
+    if (!attached_.insert(service).second) return make_error_code(Errc::invalid_argument);
+  }
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    run_on(i, [service, dispatch, on_event](Shard& s) {
+      s.services->attach(service, {dispatch, on_event});
+    });
+  }
+  return {};
+}
+
+void Messenger::Front::detach(ServiceId service) {
+  if (service == 0) return;
+  {
+    const std::lock_guard lock(services_mu_);
+    attached_.erase(service);
+  }
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    run_on(i, [service](Shard& s) { s.services->detach(service); });
+  }
+}
+
+Result<std::string> Messenger::Front::listen(const SocketAddress& address,
+                                             const ConnectionParams& params) {
+  Shard& first = shards_[0];
+  if (shards_.size() == 1) return first.impl->listen(address, params);
+  if (params.transport != Transport::tcp) return listen_routed(address, params);
+  if (!router_) {
+    router_ = std::make_unique<msg::AcceptRouter>(
+        *first.loop, options_.handshake_timeout, first.impl->counters_,
+        [this, tcp = params.tcp](NodeId peer, int fd) { hand_over(owner(peer), fd, tcp); });
+  }
+  msg::AcceptRouter* router = router_.get();
+  auto l = first.impl->streams_->listen(address, params,
+                                        [router](Stream s) { router->take(std::move(s)); });
+  if (!l) return l.error();
+  std::string bound = l.value().local_address();
+  router->keep(std::move(l).value());
+  return bound;
+}
+
+Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address,
+                                                    const ConnectionParams& params) {
+  std::vector<StreamFactory*> factories;
+  std::vector<AcceptCallback> accepted;
+  for (Shard& sh : shards_) {
+    factories.push_back(sh.impl->streams_.get());
+    std::weak_ptr<Messenger::Impl> weak = sh.impl;
+    accepted.emplace_back([weak](Stream s) {
+      if (auto self = weak.lock()) self->on_accepted(std::move(s));
+    });
+  }
+  auto l = shards_[0].impl->streams_->listen_routed(
+      address, params, factories, [this](std::uint64_t affinity) { return owner(affinity); },
+      std::move(accepted));
+  if (!l) return l.error();
+  std::string bound = l.value().local_address();
+  shards_[0].impl->listeners_.push_back(std::move(l).value());
+  return bound;
+}
+
+void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp) {
+  Shard& sh = shards_[i];
+  if (sh.loop->in_loop_thread()) return sh.impl->on_accepted(tcp::make_stream(*sh.loop, fd, tcp));
+  std::weak_ptr<Messenger::Impl> weak = sh.impl;
+  EventLoop* loop = sh.loop;
+  sh.loop->post([weak, loop, fd, tcp] {
+    Stream s = tcp::make_stream(*loop, fd, tcp);  // closes the socket if the shard is gone
+    if (auto self = weak.lock()) self->on_accepted(std::move(s));
+  });
+}
+
+}  // namespace rmsg

@@ -1,0 +1,80 @@
+// Messenger::Front: what the public Messenger holds. The shards (one Messenger::Impl per
+// loop, each with its ServiceTable), the admission budgets they share, and the handoff of
+// calls from other threads to the loop that owns a peer (docs/messenger.md, Threading).
+//
+// Threading: the shard vector is fixed at creation, so any thread may read it. A shard's
+// Impl and ServiceTable are touched only on its loop's thread: run_on() calls directly when
+// the caller is on it, else posts (EventLoop::post, in order per posting thread).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "msg/admission.h"
+#include "msg/messenger_impl.h"
+#include "msg/services.h"
+#include "rmsg/messenger.h"
+
+namespace rmsg {
+
+namespace msg {
+class AcceptRouter;  // accept_router.h
+}  // namespace msg
+
+class Messenger::Front {
+ public:
+  struct Shard {
+    EventLoop* loop = nullptr;
+    std::shared_ptr<Messenger::Impl> impl;
+    std::shared_ptr<msg::ServiceTable> services;
+  };
+  using MakeStreams = std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)>;
+
+  static Result<std::unique_ptr<Front>> create(std::span<EventLoop* const> loops,
+                                               const MessengerOptions& options,
+                                               const MakeStreams& make_streams,
+                                               DispatchCallback dispatch, EventCallback on_event);
+  explicit Front(const MessengerOptions& options);
+  Front(const Front&) = delete;
+  Front& operator=(const Front&) = delete;
+  Front(Front&&) = delete;
+  Front& operator=(Front&&) = delete;
+  // Shuts every shard down on its own loop (waiting for the loops that run elsewhere).
+  ~Front();
+
+  std::size_t owner(NodeId peer) const noexcept;
+  Shard& shard_of(NodeId peer) noexcept { return shards_[owner(peer)]; }
+  // Runs `f` on shard i's loop: now if this thread is on it, else posted.
+  void run_on(std::size_t i, std::function<void(Shard&)> f);
+  // Runs `f` on shard i's loop and waits for it (the destructor's; the loop must run).
+  void wait_on(std::size_t i, const std::function<void()>& f);
+
+  Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
+  Result<void> send(NodeId peer, std::vector<std::byte> payload, ServiceId service);
+  // send_tracked() from any thread (RPC's calls from other threads): the bounds answer now;
+  // `queued` gets the ticket on the owner's loop once the message is queued (inside this
+  // call when the caller is on that loop; never when the shard shut down first).
+  using Queued = std::function<void(Messenger::Ticket ticket)>;
+  Result<void> send_tracked(NodeId peer, std::vector<std::byte> payload, ServiceId service,
+                            Queued queued);
+  Result<void> attach(ServiceId service, DispatchCallback dispatch, EventCallback on_event);
+  void detach(ServiceId service);
+  // Several loops over RDMA: StreamFactory::listen_routed (owner() routes by affinity).
+  Result<std::string> listen_routed(const SocketAddress& address, const ConnectionParams& params);
+  // An accepted TCP socket to shard i, wrapped there (AcceptRouter's handoff).
+  void hand_over(std::size_t i, int fd, const TcpOptions& tcp);
+
+  MessengerOptions options_;
+  std::shared_ptr<msg::Admission> admission_;
+  std::vector<Shard> shards_;
+  std::unique_ptr<msg::AcceptRouter> router_;  // loop 0's; several loops over TCP only
+  std::mutex services_mu_;
+  std::set<ServiceId> attached_;  // attach()'s ids, for its synchronous answer
+};
+
+}  // namespace rmsg

@@ -1,0 +1,183 @@
+// Services: several users of one messenger share one session per peer (an RpcEndpoint and
+// a raw-message user), each sees only its own messages and every session event; the
+// message header's service field; the peek at an inbound hello that routes accepted TCP
+// connections to their loop.
+#include <gtest/gtest.h>
+
+#include "msg/accept_router.h"
+#include "msg/banner.h"
+#include "msg/frame_encoder.h"
+#include "msg/messenger_loopback_fixture.h"
+#include "msg/rpc_fixture.h"
+#include "msg/session_frames.h"
+
+namespace rmsg::testing {
+namespace {
+
+using Kind = SessionEvent::Kind;
+constexpr ServiceId kRpc = 7;
+
+TEST(MessageHeaderService, SitsAtBytes20And21AndOldHeadersReadAsZero) {
+  const auto b = msg::encode(msg::MessageHeader{1, 2, 0, 0xBEEF});
+  EXPECT_EQ(b[20], std::byte{0xEF});
+  EXPECT_EQ(b[21], std::byte{0xBE});
+  EXPECT_EQ(b[22], std::byte{0});
+  EXPECT_EQ(b[23], std::byte{0});
+  auto copy = b;
+  copy[22] = std::byte{0xFF};  // reserved: ignored
+  EXPECT_EQ(msg::decode_message_header(copy)->service, 0xBEEF);
+  EXPECT_EQ(msg::decode_message_header(msg::encode(msg::MessageHeader{1, 2, 0}))->service, 0);
+}
+
+class MessengerServicesTest : public MessengerLoopbackTest {};
+
+TEST_F(MessengerServicesTest, RpcAndRawUserShareOneSessionAndSeeOnlyTheirOwn) {
+  start_both();
+  std::vector<SessionEvent> rpc_events_a;
+  auto ra = RpcEndpoint::create(*a_.node.m, kRpc, rpc_options(kA),
+                                [&](SessionEvent e) { rpc_events_a.push_back(std::move(e)); });
+  auto rb = RpcEndpoint::create(*b_.node.m, kRpc, rpc_options(kB));
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  int served = 0;
+  (*rb)->handle(1, [&](const RpcRequest& req, RpcResponder reply) {
+    ++served;
+    reply.ok(req.body);
+  });
+  // The service is taken now.
+  EXPECT_EQ(a_.node.m->attach(kRpc, [](NodeId, std::span<const std::byte>) {}).error(),
+            make_error_code(Errc::invalid_argument));
+
+  Completions done;
+  std::vector<CallId> ids(5);
+  for (int i = 0; i < 5; ++i) {
+    auto id = (*ra)->call(kB, 1, bytes_of("call" + std::to_string(i)),
+                          {.deadline = loop_->now() + std::chrono::seconds(10)},
+                          done.callback_for(&ids[i]));
+    ASSERT_TRUE(id.ok());
+    ids[i] = *id;
+  }
+  send_a(10);
+  send_b(3);
+  ASSERT_TRUE(
+      run([&] { return done.done.size() == 5 && b_has_all_from_a() && a_has_all_from_b(); }));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(done.done[ids[i]].error) << done.done[ids[i]].error.message();
+    EXPECT_EQ(string_of(done.done[ids[i]].body), "call" + std::to_string(i));
+  }
+  EXPECT_EQ(served, 5);
+  // The raw users got their numbered messages only (no RPC bytes among them).
+  EXPECT_EQ(b_.node.ledger.delivered, 10u);
+  EXPECT_EQ(a_.node.ledger.delivered, 3u);
+  expect_clean();
+  // One session each side, shared.
+  EXPECT_EQ(a_.node.counter("msg.sessions"), 1u);
+  EXPECT_EQ(b_.node.counter("msg.sessions"), 1u);
+  ASSERT_TRUE(a_.node.m->session_info(kB).has_value());
+  EXPECT_TRUE(a_.node.m->session_info(kB)->connected);
+  EXPECT_EQ(a_.node.m->session_info(kB)->delivered, 3u + 5u);  // raw + replies
+  EXPECT_EQ(b_.node.counter("msg.unknown_service"), 0u);
+  // Both users saw the session come up.
+  EXPECT_EQ(a_.node.count(Kind::connected), 1);
+  ASSERT_EQ(rpc_events_a.size(), 1u);
+  EXPECT_EQ(rpc_events_a[0].kind, Kind::connected);
+}
+
+TEST_F(MessengerServicesTest, UnknownServiceIsDroppedAndCounted) {
+  start_both();
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(1), 42).ok());
+  ASSERT_TRUE(a_.node.send_next(kB).ok());
+  ASSERT_TRUE(run([&] { return b_.node.ledger.delivered == 1; }));
+  EXPECT_EQ(b_.node.counter("msg.unknown_service"), 1u);
+  ASSERT_TRUE(run([&] { return a_.node.m->session_info(kB)->queued == 0; }));
+}
+
+TEST_F(MessengerServicesTest, ResetHandsEachUserItsOwnMessages) {
+  start_both();
+  std::vector<SessionEvent> second;
+  ASSERT_TRUE(a_.node.m
+                  ->attach(
+                      9, [](NodeId, std::span<const std::byte>) {},
+                      [&](SessionEvent e) { second.push_back(std::move(e)); })
+                  .ok());
+  a_.node.m->set_policy(kB, SessionPolicy::lossy);
+  send_a(2);
+  ASSERT_TRUE(run([&] { return b_.node.ledger.delivered == 2; }));
+  // Queue one for each service, then lose the lossy connection before it is written.
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(100), 9).ok());
+  ASSERT_TRUE(a_.node.send_next(kB).ok());
+  b_.node.m.reset();  // the peer goes: a lossy session resets
+  ASSERT_TRUE(run([&] { return a_.node.count(Kind::reset) == 1; }));
+  ASSERT_FALSE(second.empty());
+  const auto& mine = second.back();
+  ASSERT_EQ(mine.kind, Kind::reset);
+  ASSERT_EQ(mine.unknown.size() + mine.unsent.size(), 1u);
+  EXPECT_EQ(index_of(mine.unknown.empty() ? mine.unsent[0] : mine.unknown[0]), 100u);
+  EXPECT_TRUE(a_.node.handed_back[kB].contains(3));
+  EXPECT_FALSE(a_.node.handed_back[kB].contains(100));
+}
+
+TEST_F(MessengerServicesTest, AUserMayDetachItselfInItsDispatch) {
+  start_both();
+  int got = 0;
+  Messenger* b = b_.node.m.get();
+  ASSERT_TRUE(b->attach(9, [&](NodeId, std::span<const std::byte>) {
+                 ++got;
+                 b->detach(9);  // its own std::function stays alive until it returns
+               }).ok());
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(1), 9).ok());
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(2), 9).ok());
+  ASSERT_TRUE(a_.node.send_next(kB).ok());
+  ASSERT_TRUE(run([&] { return b_.node.ledger.delivered == 1; }));
+  EXPECT_EQ(got, 1);
+  EXPECT_EQ(b_.node.counter("msg.unknown_service"), 1u);
+}
+
+std::vector<std::byte> hello_bytes(NodeId node, std::size_t ext = 0) {
+  std::vector<std::byte> out(msg::kBannerSize + ext);
+  std::copy(msg::kBannerMagic.begin(), msg::kBannerMagic.end(), out.begin());
+  out[12] = static_cast<std::byte>(ext & 0xff);
+  out[13] = static_cast<std::byte>(ext >> 8);
+  msg::Hello h;
+  h.node = node;
+  h.client_cookie = 5;
+  const auto payload = msg::encode(h);
+  std::vector<std::byte> frame(msg::kPreambleSize);
+  frame[0] = static_cast<std::byte>(msg::FrameType::client_ident);
+  frame[2] = std::byte{1};
+  frame[4] = static_cast<std::byte>(payload.size());
+  out.insert(out.end(), frame.begin(), frame.end());
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
+TEST(HelloPeek, FindsTheNodeAndAsksForWhatIsMissing) {
+  using V = msg::HelloPeek::Verdict;
+  const auto b = hello_bytes(0x1234, 10);
+  for (std::size_t n = 0; n < msg::kBannerSize + 10 + msg::kPreambleSize + 8; ++n) {
+    const auto p = msg::peek_hello(std::span(b).first(n));
+    ASSERT_EQ(p.verdict, V::need_more) << n;
+    EXPECT_GT(p.need, n);
+    EXPECT_LE(p.need, msg::peek_hello_cap());
+  }
+  const auto p = msg::peek_hello(b);
+  ASSERT_EQ(p.verdict, V::node);
+  EXPECT_EQ(p.node, 0x1234u);
+}
+
+TEST(HelloPeek, RejectsWhatIsNoMessengerHello) {
+  using V = msg::HelloPeek::Verdict;
+  auto b = hello_bytes(7);
+  const std::string http = "GET / HTTP/1.1\r\n";
+  EXPECT_EQ(msg::peek_hello({reinterpret_cast<const std::byte*>(http.data()), http.size()}).verdict,
+            V::malformed);
+  auto wrong_type = b;
+  wrong_type[msg::kBannerSize] = static_cast<std::byte>(msg::FrameType::message);
+  EXPECT_EQ(msg::peek_hello(wrong_type).verdict, V::malformed);
+  auto long_ext = b;
+  long_ext[13] = std::byte{0x10};  // 4096 > 256
+  EXPECT_EQ(msg::peek_hello(long_ext).verdict, V::malformed);
+  EXPECT_EQ(msg::peek_hello(hello_bytes(0)).verdict, V::malformed);
+}
+
+}  // namespace
+}  // namespace rmsg::testing
