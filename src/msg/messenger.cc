@@ -1,5 +1,5 @@
-// The public Messenger: argument checks and forwarding to the Impl; the error category;
-// the ConnectionManager as the default source of streams.
+// The public Messenger: argument checks and forwarding to the Impl; the error category.
+// The ConnectionManager as the default source of streams: manager_streams.cc.
 #include "rmsg/messenger.h"
 
 #include <limits>
@@ -47,32 +47,11 @@ class MessengerCategory final : public std::error_category {
   }
 };
 
-class ManagerStreams final : public StreamFactory {
- public:
-  explicit ManagerStreams(std::unique_ptr<ConnectionManager> cm) : cm_(std::move(cm)) {}
-  void connect(const ConnectionParams& params, ConnectCallback done) override {
-    cm_->connect(params, std::move(done));
-  }
-  Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
-                          AcceptCallback on_accept) override {
-    return cm_->listen(address, params, std::move(on_accept));
-  }
-
- private:
-  std::unique_ptr<ConnectionManager> cm_;
-};
-
 }  // namespace
 
 const std::error_category& messenger_category() noexcept {
   static const MessengerCategory category;
   return category;
-}
-
-Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop) {
-  auto cm = ConnectionManager::create(loop);
-  if (!cm) return cm.error();
-  return std::unique_ptr<StreamFactory>(std::make_unique<ManagerStreams>(std::move(cm).value()));
 }
 
 Result<std::unique_ptr<Messenger>> MessengerAccess::create(EventLoop& loop,
