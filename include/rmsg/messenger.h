@@ -52,6 +52,22 @@ using NodeId = std::uint64_t;
 
 enum class SessionPolicy : std::uint8_t { lossless = 0, lossy = 1 };
 
+// Which transports a session's own connects use (docs/messenger.md, Failover). Accepted
+// connections are taken over whichever transport they came on, whatever the policy.
+//   rdma_only, tcp_only: that transport only (a failure waits the backoff, as always).
+//   rdma_preferred: RDMA first; when an RDMA connection fails or cannot be made, the
+//     session reconnects over TCP at once, then probes RDMA with probe_backoff while on TCP
+//     and moves back make-before-break when a probe succeeds.
+enum class TransportPolicy : std::uint8_t { rdma_only = 0, tcp_only = 1, rdma_preferred = 2 };
+
+// Where a peer listens on each transport (it calls Messenger::listen once per transport).
+// `rdma.transport` and `tcp.transport` are overridden to their names' transports.
+struct PeerAddresses {
+  ConnectionParams rdma;
+  ConnectionParams tcp;
+  TransportPolicy policy = TransportPolicy::rdma_preferred;
+};
+
 // Why a connection or a session ended (stable values; counters name them).
 enum class MessengerErrc {
   peer_restarted = 1,     // reset: the peer presents a new session (it restarted)
@@ -79,12 +95,18 @@ struct SessionEvent {
     disconnected,  // the connection was lost; a lossless session carries on (error: why)
     failed,        // a connect attempt failed; the next follows after backoff (error: why)
     reset,         // the session ended (error: why) and its messages are handed back
+    // The session's connection now runs over another transport than its previous one
+    // (`transport`: the new one; error: what ended the previous connection, or
+    // MessengerErrc::replaced when a probe moved it back; `time`: the loop's clock).
+    switched,
   };
   Kind kind = Kind::connected;
   NodeId peer = 0;
   std::error_code error;
   std::vector<std::vector<std::byte>> unknown;  // reset: delivery unknown, oldest first
   std::vector<std::vector<std::byte>> unsent;   // reset: never sent, oldest first
+  Transport transport = Transport::tcp;         // switched: the transport now in use
+  Clock::time_point time{};                     // switched: when
 };
 
 struct MessengerOptions {
@@ -122,6 +144,11 @@ struct MessengerOptions {
   // Bytes written to a connection and not yet accepted by its stream, past which no more
   // messages are taken from the queue (the stream's backpressure reaches the queue).
   std::size_t write_buffer = std::size_t{256} << 10;
+  // rdma_preferred sessions on TCP probe RDMA after a random time in [b/2, b], b doubling
+  // from probe_backoff_initial per failed probe up to probe_backoff_max; a probe is one
+  // connect + handshake and leaves the TCP connection alone when it fails.
+  Duration probe_backoff_initial = std::chrono::milliseconds(500);
+  Duration probe_backoff_max = std::chrono::seconds(30);
 };
 
 class Messenger {
@@ -147,6 +174,9 @@ class Messenger {
   // Where and how to reach `peer` (params.peer: its listening address). The session
   // connects when it has messages, and keeps reconnecting after faults.
   Result<void> add_peer(NodeId peer, const ConnectionParams& params);
+  // Where `peer` listens on RDMA and on TCP, and which of them this session's connects
+  // use (TransportPolicy). Replaces an earlier add_peer of either kind.
+  Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
   void set_policy(NodeId peer, SessionPolicy policy);
 
   // Queues a message for `peer` (copied). Returns at once; the message is delivered once
@@ -178,13 +208,15 @@ class Messenger {
     std::size_t in_flight = 0;    // written on the current connection, not acknowledged
     std::uint64_t delivered = 0;  // the last message number handed to dispatch
     std::uint64_t connect_seq = 0;
+    std::optional<Transport> transport;  // of the open connection; none when not connected
   };
   std::optional<SessionInfo> session_info(NodeId peer) const;
   NodeId node_id() const noexcept;
   EventLoop& loop() const noexcept;
 
   // msg.* counters (docs/messenger.md lists them): messages sent/delivered/duplicates,
-  // replays, acks, connects, accepts, sessions, resets, errors.<name> per cause.
+  // replays, acks, connects, accepts, sessions, resets, errors.<name> per cause;
+  // switches.to_tcp / .to_rdma, replayed_across_switch, probes, probe_failures.
   const CounterSet& counters() const noexcept;
 
   class Impl;

@@ -114,6 +114,9 @@ Result<std::string> Messenger::listen(const SocketAddress& address,
 Result<void> Messenger::add_peer(NodeId peer, const ConnectionParams& params) {
   return impl_->add_peer(peer, params);
 }
+Result<void> Messenger::add_peer(NodeId peer, const PeerAddresses& addresses) {
+  return impl_->add_peer(peer, addresses);
+}
 void Messenger::set_policy(NodeId peer, SessionPolicy policy) {
   impl_->set_policy(peer, policy);
 }
