@@ -12,7 +12,9 @@
 // a peer that can only be reached by its own connects (no add_peer) is waited for.
 //
 // Policies (per peer): lossless keeps and replays unacknowledged messages across
-// connections; lossy does not: a connection lost is a session reset.
+// connections; lossy does not: a connection lost is a session reset. Transport policies
+// (TransportPolicy, per peer, add_peer(PeerAddresses)): a session may move between RDMA
+// and TCP connections, losing and doubling nothing (docs/messenger.md, Failover).
 //
 // A session reset (SessionEvent::reset) ends a session: the peer restarted (it presents a
 // new session cookie), our side was forgotten by the peer (it restarted), or a lossy

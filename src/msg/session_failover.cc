@@ -148,12 +148,12 @@ void Messenger::Impl::probe_due(NodeId peer) {
   Session* s = find_session(peer);
   if (s == nullptr) return;
   s->fo.probe_timer = 0;
-  if (shutting_down_ || s->state != Session::State::open || s->outbound != 0 ||
-      !routes_.contains(peer) || !msg::wants_probe(transport_policy(*s), s->fo)) {
+  if (shutting_down_ || s->state != Session::State::open || !routes_.contains(peer) ||
+      !msg::wants_probe(transport_policy(*s), s->fo)) {
     return;
   }
-  if (handshakes_ >= options_.max_handshakes) {
-    arm_probe(*s);  // no slot now: try later, as if this one had failed
+  if (handshakes_ >= options_.max_handshakes || s->outbound != 0) {
+    arm_probe(*s);  // no slot (or an attempt under way) now: later, as if this one failed
     return;
   }
   counters_.counter("msg.probes").add_owned();
