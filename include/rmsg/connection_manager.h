@@ -12,7 +12,10 @@
 // are not pooled at this layer (only a message layer can share a byte stream).
 //
 // Threading: one manager per EventLoop; every method is loop-thread-only, every callback
-// runs on the loop thread. No thread is created. The loop must outlive the manager.
+// runs on the loop thread. No thread is created. The loop must outlive the manager. The
+// one thing that crosses threads is an AcceptTarget (routing accepts, below): any thread
+// may hold and copy one; a listener's loop hands connect requests to it by posting to the
+// target's loop (EventLoop::post), nothing else.
 // Ownership: streams handed out are the caller's; they may outlive the manager (their
 // structures are then destroyed on close instead of recycled). Destroying the manager
 // cancels pending connects: their callbacks still run exactly once, later on the loop,
@@ -37,6 +40,17 @@
 // connect() fails at once with ConnectErrc::connection_limit, an RDMA connect request is
 // rejected (the peer's connect fails with Errc::resource_exhausted) and an accepted TCP
 // connection is closed at once (abortive: the peer reads a reset); each is counted.
+//
+// Routing RDMA accepts to another loop (docs/connection-manager.md, "Routing accepts"):
+// librdmacm queues every connect request on the listener's event channel, so the loop
+// that listens gets them all. A listener given an AcceptRouter asks it, per request, with
+// the connector's ConnectionParams::affinity, which manager accepts it; a request routed
+// elsewhere is moved (rdma_migrate_id) to the target loop's rdma_cm channel BEFORE any
+// verbs object is built, and the target builds (or reuses, from its own pool) the
+// structure on its own loop and delivers the stream to its own accept_routed() callback.
+// A request routed to a target that is gone (its manager destroyed) or whose
+// max_connections is reached is rejected (the peer's connect fails with
+// Errc::resource_exhausted); so is one whose migration fails.
 #pragma once
 
 #include <chrono>
@@ -74,6 +88,11 @@ struct ConnectionParams {
   std::optional<std::uint8_t> service_level;
   RdmaOptions rdma;  // ring geometry (= QP depths), inline size, retry and timeouts
   TcpOptions tcp;
+  // RDMA connect: a value the peer's listener routes the request on (AcceptRouter), sent
+  // in the connect request's hello (docs/protocol.md, extension field `affinity`); 0:
+  // none (the hello is then byte-identical to one without the field). Not part of the
+  // ReuseKey. Listen and TCP: unused.
+  std::uint64_t affinity = 0;
 };
 
 // The connection reuse parameters (S1.2): two structures with equal keys are
@@ -162,6 +181,32 @@ struct ConnectionManagerOptions {
   std::size_t max_connections = 0;
 };
 
+class ConnectionManager;
+
+// A handle to a manager that accepts RDMA connect requests routed to it by another
+// manager's listener (ConnectionManager::accept_routed makes it). Copyable, and any
+// thread may hold, copy and destroy one; it may outlive its manager, and a request routed
+// to it then is rejected. Empty (default-constructed): routes to no other manager.
+class AcceptTarget {
+ public:
+  AcceptTarget() = default;
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+  friend bool operator==(const AcceptTarget&, const AcceptTarget&) = default;
+
+  // Internal (src/cm/accept_target.h): made by ConnectionManager::accept_routed().
+  class State;
+  explicit AcceptTarget(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  const std::shared_ptr<State>& state() const noexcept { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// Called on the listener's loop thread for each connect request, with the affinity its
+// hello carries (0: none). Returns the manager that must accept it: an empty target, or
+// the listener's own manager's, for the listener's manager itself. Must not block.
+using AcceptRouter = std::function<AcceptTarget(std::uint64_t affinity)>;
+
 class ConnectionManager {
  public:
   using ReportCallback = std::function<void(Result<Stream>, const ConnectReport&)>;
@@ -185,6 +230,23 @@ class ConnectionManager {
   // the listener's geometry. Errors: as rdma_listen / tcp_listen.
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                           AcceptCallback on_accept);
+  // As above, and (RDMA) every connect request is first routed: `router` names the
+  // manager that accepts it (see the top of this file); requests it keeps go to
+  // `on_accept`. Counters: routing.handed_off (requests moved to another manager),
+  // routing.target_gone, routing.migrate_failed (each also rejects). TCP: `router` is
+  // not used (nothing is queued on a shared channel there).
+  Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
+                          AcceptCallback on_accept, AcceptRouter router);
+
+  // Makes this manager a target for other managers' routers: connect requests routed to
+  // the returned handle are accepted on this loop, with `params`' RDMA options and this
+  // manager's pool (keyed as a listener's), within max_connections, and the established
+  // streams delivered to `on_accept` on this loop. Calling it again replaces `params` and
+  // `on_accept` (the same handle comes back). The registration ends with the manager.
+  // Counters: routing.adopted (requests taken over), limit.accepts_rejected (over the
+  // limit). Errors: Errc::invalid_argument (bad geometry or not RDMA), those of setting up
+  // RDMA (Errc::not_supported in a build without it).
+  Result<AcceptTarget> accept_routed(const ConnectionParams& params, AcceptCallback on_accept);
 
   // Counters (docs/connection-manager.md lists them): structures.created / reused /
   // destroyed / evicted / expired / recycled / ..., connects.ok, connects.failed.<cause>,

@@ -27,7 +27,8 @@ class ConnectionManager::Impl : public std::enable_shared_from_this<Impl> {
 
   void connect(const ConnectionParams& params, ReportCallback done);
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
-                          AcceptCallback on_accept);
+                          AcceptCallback on_accept, AcceptRouter router);
+  Result<AcceptTarget> accept_routed(const ConnectionParams& params, AcceptCallback on_accept);
   void connect_tcp(const ConnectionParams& params, cm::ConnectionLimit::Lease lease,
                    ReportCallback done);
   Result<Listener> listen_tcp(const SocketAddress& address, const ConnectionParams& params,
@@ -94,12 +95,21 @@ void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params,
 
 Result<Listener> ConnectionManager::Impl::listen(const SocketAddress& address,
                                                  const ConnectionParams& params,
-                                                 AcceptCallback on_accept) {
+                                                 AcceptCallback on_accept, AcceptRouter router) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
   if (params.transport == Transport::tcp) return listen_tcp(address, params, std::move(on_accept));
   auto side = rdma();
   if (!side) return side.error();
-  return side.value()->listen(address, params, std::move(on_accept));
+  return side.value()->listen(address, params, std::move(on_accept), std::move(router));
+}
+
+Result<AcceptTarget> ConnectionManager::Impl::accept_routed(const ConnectionParams& params,
+                                                            AcceptCallback on_accept) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
+  if (params.transport != Transport::rdma) return Errc::invalid_argument;
+  auto side = rdma();
+  if (!side) return side.error();
+  return side.value()->accept_routed(params, std::move(on_accept));
 }
 
 // An accepted connection over the limit is closed at once (the kernel accepted it
@@ -176,7 +186,20 @@ Result<Listener> ConnectionManager::listen(const SocketAddress& address,
                                            const ConnectionParams& params,
                                            AcceptCallback on_accept) {
   RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
-  return impl_->listen(address, params, std::move(on_accept));
+  return impl_->listen(address, params, std::move(on_accept), {});
+}
+
+Result<Listener> ConnectionManager::listen(const SocketAddress& address,
+                                           const ConnectionParams& params, AcceptCallback on_accept,
+                                           AcceptRouter router) {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
+  return impl_->listen(address, params, std::move(on_accept), std::move(router));
+}
+
+Result<AcceptTarget> ConnectionManager::accept_routed(const ConnectionParams& params,
+                                                      AcceptCallback on_accept) {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
+  return impl_->accept_routed(params, std::move(on_accept));
 }
 
 const CounterSet& ConnectionManager::counters() const {

@@ -25,9 +25,13 @@ class RdmaSide {
   // `lease` (ConnectionLimit) goes with the connection until it is released.
   virtual void connect(const ConnectionParams& params, ConnectionLimit::Lease lease,
                        ConnectionManager::ReportCallback done) = 0;
-  // Every connect request takes a lease from `limit` or is rejected.
+  // Every connect request takes a lease from `limit` or is rejected. With a `router`,
+  // each request is first routed (requests for another manager are handed to it).
   virtual Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
-                                  AcceptCallback on_accept) = 0;
+                                  AcceptCallback on_accept, AcceptRouter router) = 0;
+  // Opens this side's AcceptTarget for requests routed to it (see the public header).
+  virtual Result<AcceptTarget> accept_routed(const ConnectionParams& params,
+                                             AcceptCallback on_accept) = 0;
   // Step deadlines, recycling deadlines, idle expiry. True while it has work to watch.
   virtual bool tick(Clock::time_point now) = 0;
   virtual std::size_t idle() const = 0;

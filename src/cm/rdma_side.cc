@@ -3,8 +3,10 @@
 // the structure pool behind both.
 #include <map>
 
+#include "cm/accept_target.h"
 #include "cm/manager_impl.h"
 #include "cm/structure_pool.h"
+#include "rdma/rdma_acceptor.h"
 #include "rdma/rdma_connect.h"
 #include "rdmacm/cm_connection.h"
 #include "rmsg/log.h"
@@ -97,6 +99,8 @@ class RdmaSideImpl final : public RdmaSide {
                const ConnectionManagerOptions& options, std::shared_ptr<ManagerStats> stats,
                std::shared_ptr<ConnectionLimit> limit, std::function<void()> wake_tick)
       : loop_(loop),
+        channel_(channel),
+        target_(std::make_shared<AcceptTarget::State>(loop, channel->get())),
         stats_(std::move(stats)),
         limit_(std::move(limit)),
         wake_tick_(std::move(wake_tick)),
@@ -107,6 +111,7 @@ class RdmaSideImpl final : public RdmaSide {
   RdmaSideImpl(RdmaSideImpl&&) = delete;
   RdmaSideImpl& operator=(RdmaSideImpl&&) = delete;
   ~RdmaSideImpl() override {
+    target_->close();  // first: no other loop hands a request to this side any more
     // Their callbacks come later from the loop, with Errc::cancelled.
     for (auto& [id, p] : *pending_) {
       p->cancelled = true;
@@ -117,7 +122,9 @@ class RdmaSideImpl final : public RdmaSide {
   void connect(const ConnectionParams& params, ConnectionLimit::Lease lease,
                ConnectionManager::ReportCallback done) override;
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
-                          AcceptCallback on_accept) override;
+                          AcceptCallback on_accept, AcceptRouter router) override;
+  Result<AcceptTarget> accept_routed(const ConnectionParams& params,
+                                     AcceptCallback on_accept) override;
   bool tick(Clock::time_point now) override;
   std::size_t idle() const override { return pool_->idle(); }
   std::size_t recycling() const override { return pool_->recycling(); }
@@ -126,8 +133,12 @@ class RdmaSideImpl final : public RdmaSide {
 
  private:
   rdma::ResourceHooks connect_hooks(const std::shared_ptr<PendingConnect>& p);
+  rdma::ResourceHooks passive_hooks(const ConnectionParams& params);
 
   EventLoop& loop_;
+  std::shared_ptr<rdmacm::CmChannel> channel_;
+  std::shared_ptr<AcceptTarget::State> target_;  // closed first, in the destructor
+  std::shared_ptr<rdma::Acceptor> routed_;       // accept_routed(): requests routed here
   std::shared_ptr<ManagerStats> stats_;
   std::shared_ptr<ConnectionLimit> limit_;
   std::function<void()> wake_tick_;
@@ -168,6 +179,7 @@ rdma::ResourceHooks RdmaSideImpl::connect_hooks(const std::shared_ptr<PendingCon
     if (auto pc = weak.lock()) pc->on_step(c, s);
   };
   hooks.lease = std::move(p->lease);  // the stream holds it until released
+  hooks.affinity = p->params.affinity;
   return hooks;
 }
 
@@ -195,8 +207,8 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Leas
   rdma::connect_with(loop_, params.peer, params.rdma, connect_hooks(p), std::move(finish));
 }
 
-Result<Listener> RdmaSideImpl::listen(const SocketAddress& address, const ConnectionParams& params,
-                                      AcceptCallback on_accept) {
+// Accepted connections key on the listener's (or target's) own parameters.
+rdma::ResourceHooks RdmaSideImpl::passive_hooks(const ConnectionParams& params) {
   rdma::ResourceHooks hooks;
   hooks.acquire = [pool = std::weak_ptr<StructurePool>(pool_), params](
                       rdma_cm_id* id,
@@ -218,7 +230,27 @@ Result<Listener> RdmaSideImpl::listen(const SocketAddress& address, const Connec
     }
     return lease;
   };
+  return hooks;
+}
+
+Result<Listener> RdmaSideImpl::listen(const SocketAddress& address, const ConnectionParams& params,
+                                      AcceptCallback on_accept, AcceptRouter router) {
+  rdma::ResourceHooks hooks = passive_hooks(params);
+  if (router) hooks.route = make_route_hook(std::move(router), target_, channel_, stats_);
   return rdma::listen_with(loop_, address, params.rdma, std::move(hooks), std::move(on_accept));
+}
+
+Result<AcceptTarget> RdmaSideImpl::accept_routed(const ConnectionParams& params,
+                                                 AcceptCallback on_accept) {
+  RMSG_TRY(rdma::geometry_from(params.rdma));
+  if (routed_) {
+    routed_->configure(params.rdma, passive_hooks(params), std::move(on_accept));
+  } else {
+    routed_ = std::make_shared<rdma::Acceptor>(loop_, params.rdma, passive_hooks(params),
+                                               std::move(on_accept), channel_);
+    target_->open(make_adopt(routed_, stats_));
+  }
+  return AcceptTarget(target_);
 }
 
 bool RdmaSideImpl::tick(Clock::time_point now) {

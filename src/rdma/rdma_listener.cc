@@ -1,12 +1,12 @@
 // rdma_listen: the passive side. Validates each connect request's hello (wrong version or
-// malformed -> reject with a reject hello), builds a stream that accepts it, and hands
-// the stream to the application once it is established.
+// malformed -> reject with a reject hello), offers it to the route hook (a connection
+// manager may hand it to another loop), else accepts it (rdma/rdma_acceptor.h), which
+// hands the stream to the application once it is established.
 #include <cerrno>
-#include <map>
 
 #include "loop/loop_thread.h"
+#include "rdma/rdma_acceptor.h"
 #include "rdma/rdma_connect.h"
-#include "rdma/rdma_stream.h"
 #include "rdmacm/cm_connection.h"
 #include "rmsg/log.h"
 
@@ -17,11 +17,9 @@ class RdmaListener final : public ListenerImpl, private rdmacm::CmEventHandler {
  public:
   RdmaListener(EventLoop& loop, const RdmaOptions& options, ResourceHooks hooks,
                AcceptCallback on_accept, std::shared_ptr<rdmacm::CmChannel> channel)
-      : loop_(loop),
-        options_(options),
-        hooks_(std::move(hooks)),
-        on_accept_(std::move(on_accept)),
-        channel_(std::move(channel)) {}
+      : route_(std::move(hooks.route)),
+        channel_(channel),
+        acceptor_(loop, options, std::move(hooks), std::move(on_accept), std::move(channel)) {}
   RdmaListener(const RdmaListener&) = delete;
   RdmaListener& operator=(const RdmaListener&) = delete;
   RdmaListener(RdmaListener&&) = delete;
@@ -45,7 +43,7 @@ class RdmaListener final : public ListenerImpl, private rdmacm::CmEventHandler {
   std::uint16_t port() const override { return port_; }
   void close() override {
     channel_->retire(std::move(id_));
-    pending_.clear();  // half-accepted streams: their peers see a disconnect
+    acceptor_.clear();  // half-accepted streams: their peers see a disconnect
   }
   std::error_code error() const override { return error_; }
 
@@ -57,24 +55,12 @@ class RdmaListener final : public ListenerImpl, private rdmacm::CmEventHandler {
     if (event.event != RDMA_CM_EVENT_CONNECT_REQUEST) return;
     auto hello = wire::decode_hello(rdmacm::cm_private_data(event));
     if (!hello || hello->kind != wire::HelloKind::request) {
-      return refuse(event, hello.is(Errc::version_mismatch) ? wire::RejectReason::version
-                                                            : wire::RejectReason::malformed);
+      return reject_request(channel_.get(), verbs::CmId(event.id),
+                            hello.is(Errc::version_mismatch) ? wire::RejectReason::version
+                                                             : wire::RejectReason::malformed);
     }
-    ResourceHooks hooks = hooks_;
-    if (hooks_.admit) {
-      hooks.lease = hooks_.admit();
-      if (!hooks.lease) return refuse(event, wire::RejectReason::resources);
-    }
-    auto stream = RdmaStream::create(loop_, options_, std::move(hooks));
-    if (!stream) return refuse(event, wire::RejectReason::resources);
-    RdmaStream* raw = stream.value().get();
-    pending_.emplace(raw, std::move(stream).value());
-    auto started = raw->start_accept(event, hello.value(), [this, raw](std::error_code ec) {
-      auto node = pending_.extract(raw);
-      if (node.empty() || ec) return;  // a failed half-accepted stream just goes away
-      on_accept_(Stream(std::move(node.mapped())));
-    });
-    if (!started) pending_.erase(raw);  // rejected by the CM state machine already
+    if (route_ && route_(event, hello.value())) return;  // handed to another loop
+    acceptor_.accept(verbs::CmId(event.id), rdmacm::cm_private_data(event), hello.value());
   }
 
   // The removal of the device waits until every cm id and verbs object on it is gone: the
@@ -87,25 +73,11 @@ class RdmaListener final : public ListenerImpl, private rdmacm::CmEventHandler {
     close();
   }
 
-  void refuse(const rdma_cm_event& event, wire::RejectReason reason) {
-    RMSG_LOG(info, "rdma listener: rejecting a connect request (reason %d)",
-             static_cast<int>(reason));
-    wire::Hello h;
-    h.kind = wire::HelloKind::reject;
-    h.reason = reason;
-    const auto data = wire::encode_hello(h);
-    rdma_reject(event.id, data.data(), static_cast<std::uint8_t>(data.size()));
-    channel_->retire(verbs::CmId(event.id));
-  }
-
-  EventLoop& loop_;
-  RdmaOptions options_;
-  ResourceHooks hooks_;
-  AcceptCallback on_accept_;
+  std::function<bool(const rdma_cm_event&, const wire::Hello&)> route_;
   std::shared_ptr<rdmacm::CmChannel> channel_;
+  Acceptor acceptor_;
   SocketAddress bound_;
   std::uint16_t port_ = 0;
-  std::map<RdmaStream*, std::unique_ptr<RdmaStream>> pending_;
   std::error_code error_;
   verbs::CmId id_;
 };

@@ -66,6 +66,10 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   Result<void> start_connect(const SocketAddress& peer, SetupDone done);
   // Inside the listener's CONNECT_REQUEST dispatch; `peer` is the request's hello.
   Result<void> start_accept(const rdma_cm_event& request, const wire::Hello& peer, SetupDone done);
+  // Outside any dispatch, for a request acked already (handed over from another loop):
+  // `id` is on this loop's channel, `request` its private data.
+  Result<void> start_accept(verbs::CmId id, std::span<const std::byte> request,
+                            const wire::Hello& peer, SetupDone done);
   // An active connect owns its stream until the result is delivered. If the loop is
   // destroyed first, the setup callback runs from ~EventLoop with Errc::cancelled.
   void hold_self(std::unique_ptr<RdmaStream> self);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "rdma/wire.h"
 #include "rdmacm/cm_connection.h"
 #include "rmsg/rdma.h"
 #include "rmsg/result.h"
@@ -120,6 +121,13 @@ struct ResourceHooks {
   // Held by the stream until it is destroyed - for a lingering stream, when its linger
   // ends - so a manager's count of live connections includes lingering ones.
   std::shared_ptr<void> lease;
+  // Active side: the routing value the request hello carries (wire.h, ExtType::affinity;
+  // 0: none, the field is not sent).
+  std::uint64_t affinity = 0;
+  // Listener, at CONNECT_REQUEST once the hello is checked and before `admit`: true when
+  // the hook took the request over (it then owns `request.id`, to hand it to another
+  // loop after the event is acked: rdmacm::CmChannel::after_ack); false: accept it here.
+  std::function<bool(const rdma_cm_event& request, const wire::Hello& hello)> route;
 };
 ResourceHooks default_resource_hooks();
 

@@ -72,13 +72,19 @@ Result<void> RdmaStream::start_connect(const SocketAddress& peer, SetupDone done
 
 Result<void> RdmaStream::start_accept(const rdma_cm_event& request, const wire::Hello& peer,
                                       SetupDone done) {
+  return start_accept(verbs::CmId(request.id), rdmacm::cm_private_data(request), peer,
+                      std::move(done));
+}
+
+Result<void> RdmaStream::start_accept(verbs::CmId id, std::span<const std::byte> request,
+                                      const wire::Hello& peer, SetupDone done) {
   passive_ = true;
   setup_done_ = std::move(done);
   negotiate(peer);
   cm_ = std::make_unique<rdmacm::CmConnection>(channel_, static_cast<Delegate&>(*this),
                                                tuning_from(options_));
   if (hooks_.on_step) cm_->set_observer(hooks_.on_step);
-  return cm_->accept(request);
+  return cm_->accept(std::move(id), request);
 }
 
 void set_extra_hello_features(std::uint32_t bits) {
@@ -123,6 +129,7 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   h.inline_size = res_->inline_granted;
   h.epoch = res_->epoch();
   h.features = advertised_;
+  if (!passive_) h.affinity = hooks_.affinity;
   hello_ = wire::encode_hello(h);
   return res_->qp.get();
 }

@@ -18,6 +18,15 @@ std::uint32_t get32(const std::byte* p) {
   return ntohl(be);
 }
 
+void put64(std::byte* p, std::uint64_t v) {
+  put32(p, static_cast<std::uint32_t>(v >> 32));
+  put32(p + 4, static_cast<std::uint32_t>(v));
+}
+
+std::uint64_t get64(const std::byte* p) {
+  return (std::uint64_t{get32(p)} << 32) | get32(p + 4);
+}
+
 }  // namespace
 
 HelloBytes encode_hello(const Hello& h) {
@@ -30,7 +39,13 @@ HelloBytes encode_hello(const Hello& h) {
     put32(&b[len + 2], h.features);
     len += kFeaturesFieldSize;
   }
-  static_assert(kHelloSize + kFeaturesFieldSize <= kMaxHelloSize);
+  if (h.affinity != 0 && h.kind == HelloKind::request) {
+    b[len] = static_cast<std::byte>(ExtType::affinity);
+    b[len + 1] = std::byte{8};
+    put64(&b[len + 2], h.affinity);
+    len += kAffinityFieldSize;
+  }
+  static_assert(kHelloSize + kFeaturesFieldSize + kAffinityFieldSize <= kMaxHelloSize);
   put32(&b[0], kMagic);
   b[4] = std::byte{h.version};
   b[5] = static_cast<std::byte>(len);
@@ -51,6 +66,7 @@ namespace {
 // The extension block (the bytes from 32 up to the hello's length) into `h`.
 Result<void> decode_extensions(std::span<const std::byte> block, Hello& h) {
   bool have_features = false;
+  bool have_affinity = false;
   while (!block.empty()) {
     if (block.size() < 2) return Errc::protocol_error;  // a type without its length
     const auto type = static_cast<std::uint8_t>(block[0]);
@@ -61,6 +77,10 @@ Result<void> decode_extensions(std::span<const std::byte> block, Hello& h) {
       if (len != 4 || have_features) return Errc::protocol_error;
       have_features = true;
       h.features = get32(value.data());
+    } else if (type == static_cast<std::uint8_t>(ExtType::affinity)) {
+      if (len != 8 || have_affinity) return Errc::protocol_error;
+      have_affinity = true;
+      h.affinity = get64(value.data());
     }  // any other type: skipped
     block = block.subspan(2 + len);
   }

@@ -49,8 +49,13 @@ enum class RejectReason : std::uint8_t {
 // this version does not know).
 enum class ExtType : std::uint8_t {
   features = 1,  // len 4: u32 feature bits (below); sent only when non-zero
+  // len 8: u64 the connector's routing value (ConnectionParams::affinity); sent only in
+  // a request and only when non-zero. A listener routes the request on it (another loop
+  // may accept it); accept and reject hellos never carry it, a receiver ignores it there.
+  affinity = 2,
 };
 inline constexpr std::size_t kFeaturesFieldSize = 2 + 4;
+inline constexpr std::size_t kAffinityFieldSize = 2 + 8;
 // Feature bits: a feature is used on a connection only when both hellos set its bit; a
 // receiver ignores bits it does not know. No feature is defined yet: rmsg sends 0, so no
 // features field, so exactly the 32 bytes of a hello without extensions.
@@ -67,6 +72,7 @@ struct Hello {
   std::uint32_t inline_size = 0;
   std::uint32_t epoch = 0;
   std::uint32_t features = 0;  // extension field `features`; 0 when absent
+  std::uint64_t affinity = 0;  // extension field `affinity` (requests); 0 when absent
 };
 
 // An encoded hello: 32 to kMaxHelloSize bytes, a contiguous range (a std::span converts).

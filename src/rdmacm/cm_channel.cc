@@ -1,5 +1,7 @@
 #include "rdmacm/cm_channel.h"
 
+#include <utility>
+
 #include "rmsg/log.h"
 
 namespace rmsg::rdmacm {
@@ -57,6 +59,14 @@ void CmChannel::retire(verbs::CmId id) {
     retired_.push_back(std::move(id));
   } else {
     id.reset();
+  }
+}
+
+void CmChannel::after_ack(std::function<void()> task) {
+  if (dispatching_) {
+    after_ack_.push_back(std::move(task));
+  } else {
+    task();
   }
 }
 
@@ -126,6 +136,7 @@ void CmChannel::drain() {
     dispatching_ = false;
     retired_.clear();
     if (removal) forget_removed_devices();
+    for (auto& task : std::exchange(after_ack_, {})) task();
   }
 }
 

@@ -8,9 +8,12 @@
 // gone, whichever thread created them before the loop first ran.
 // Threading: loop thread only. The loop must outlive the channel's other owners.
 //
-// One channel per loop, never one per id: ids never move between channels, so nothing here
-// calls rdma_migrate_id (which blocks until the id's events are acked, and so would deadlock
-// inside this channel's own dispatch).
+// One channel per loop, never one per id. An id moves between channels only when a
+// connection manager hands a connect request to another loop's manager (routing accepts,
+// docs/connection-manager.md): rdma_migrate_id blocks until the id's events are acked, so
+// it would deadlock inside this channel's own dispatch; the handler defers it with
+// after_ack(), which runs once the CONNECT_REQUEST is acked and before the next event is
+// read.
 //
 // Each event is acked right after its handler returns. A handler may destroy its own cm
 // id only through retire(): rdma_destroy_id blocks until the id's events are acked, so
@@ -73,6 +76,10 @@ class CmChannel : public std::enable_shared_from_this<CmChannel> {
   void detach(rdma_cm_id* id);
   // Detaches and destroys `id` now, or after the event being dispatched is acked.
   void retire(verbs::CmId id);
+  // Runs `task` on this thread once the event being dispatched is acked (before the next
+  // one is read), or now outside a dispatch. For what must not run before the ack:
+  // rdma_migrate_id of the event's id.
+  void after_ack(std::function<void()> task);
 
   // `observer` is called with the device context of every DEVICE_REMOVAL read, after the
   // id's own handler and before the event is acked and librdmacm re-reads its device list:
@@ -97,6 +104,7 @@ class CmChannel : public std::enable_shared_from_this<CmChannel> {
   std::map<std::uint64_t, RemovalObserver> removal_observers_;
   std::uint64_t next_observer_ = 0;
   bool dispatching_ = false;
+  std::vector<std::function<void()>> after_ack_;
   std::vector<verbs::CmId> retired_;  // destroyed before the channel (declared after it)
 };
 

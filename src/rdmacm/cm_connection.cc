@@ -76,11 +76,15 @@ rdma_conn_param CmConnection::conn_param() {
 }
 
 Result<void> CmConnection::accept(const rdma_cm_event& event) {
-  id_ = verbs::CmId(event.id);
+  return accept(verbs::CmId(event.id), cm_private_data(event));
+}
+
+Result<void> CmConnection::accept(verbs::CmId id, std::span<const std::byte> request) {
+  id_ = std::move(id);
   channel_->attach(id_.get(), this);
   state_ = State::accepting;
   auto run = [&]() -> Result<void> {
-    auto qp = delegate_.cm_acquire(id_.get(), cm_private_data(event));
+    auto qp = delegate_.cm_acquire(id_.get(), request);
     if (!qp) return qp.error();
     qp_ = qp.value();
     notify(Step::resources_ready);

@@ -121,6 +121,10 @@ class CmConnection final : public CmEventHandler {
   // Passive, inside the listener's CONNECT_REQUEST dispatch: takes `event.id` and runs the
   // accept sequence. On error the request is rejected and the id retired.
   Result<void> accept(const rdma_cm_event& event);
+  // Passive, outside any dispatch: as above for a request whose event was acked already
+  // (a request handed over from another loop's listener, its id migrated to this
+  // connection's channel); `request` is the request's private data.
+  Result<void> accept(verbs::CmId id, std::span<const std::byte> request);
   // Sends a disconnect request if connected or connecting; idempotent.
   void disconnect();
 

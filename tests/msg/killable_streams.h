@@ -117,6 +117,8 @@ class KillableStreams final : public StreamFactory {
     return n;
   }
   ~KillableStreams() override { *live_ = false; }
+  // The manager behind the streams (its structure counters: reuse by reconnects).
+  ConnectionManager& manager() { return *cm_; }
 
  private:
   // The wrapper is owned by the Stream handed out; it is in the registry while it lives.

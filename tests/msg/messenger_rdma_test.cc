@@ -94,6 +94,38 @@ TEST_F(MessengerRdmaTest, ServerRestartIsReportedAndTheNewSessionWorks) {
   EXPECT_EQ(b_.node.ledger.doubled, 0u);
 }
 
+// Issue 16 item 2: a session's connections come from the ConnectionManager, so a
+// reconnect once the old connection's id left TIMEWAIT (~2.1 s on rxe; wait_timewait is
+// the default) runs on a pooled structure on both sides. The first kill's reconnect comes
+// at once (its structure still recycling: a new one is built); the second comes after
+// the first structure was parked, and takes it.
+TEST_F(MessengerRdmaTest, ReconnectAfterTimewaitReusesThePooledStructure) {
+  start_both();
+  ConnectionManager& ca = a_.streams->manager();
+  ConnectionManager& cb = b_.streams->manager();
+  std::uint64_t sent = 0;
+  auto exchange = [&](std::uint64_t n) {
+    for (std::uint64_t i = 0; i < n; ++i) ASSERT_TRUE(a_.node.send_next(kB, 64).ok());
+    sent += n;
+    ASSERT_TRUE(run([&] { return all_delivered(a_.node, kA, b_.node, kB, sent); }));
+  };
+  exchange(20);
+  EXPECT_GE(a_.streams->kill_all(), 1);
+  exchange(20);  // over a fresh structure: the killed one is still recycling
+  ASSERT_TRUE(run([&] { return ca.idle() >= 1 && cb.idle() >= 1; }, std::chrono::seconds(8)))
+      << "recycling " << ca.recycling() << " + " << cb.recycling();
+  const auto reused = [](ConnectionManager& m) { return m.counters().value("structures.reused"); };
+  const std::uint64_t reused_a = reused(ca), reused_b = reused(cb);
+  const std::uint64_t created_a = ca.counters().value("structures.created");
+  EXPECT_GE(a_.streams->kill_all(), 1);
+  exchange(20);
+  EXPECT_EQ(reused(ca), reused_a + 1);  // the connector's reconnect
+  EXPECT_EQ(reused(cb), reused_b + 1);  // the acceptor's side of it
+  EXPECT_EQ(ca.counters().value("structures.created"), created_a);
+  EXPECT_EQ(ca.counters().value("structures.timewait_missing"), 0u);
+  expect_exactly_once(a_.node, kA, b_.node, kB);
+}
+
 TEST_F(MessengerRdmaTest, Soak10kMessagesWithRandomKills) {
   start_both(/*both_ways=*/true);
   // bench/msg_soak_rdma.sh runs a longer soak through these two variables.

@@ -157,6 +157,45 @@ TEST(WireHelloGolden, FeatureBitsRoundTripInTheExtensionBlock) {
   EXPECT_EQ(decode_hello(encode_hello(h))->features, 0x00010000u);
 }
 
+// The connector's routing value (extension type 2): absent at 0, so a request without
+// it stays the golden bytes; big-endian u64; only requests carry it.
+TEST(WireHelloGolden, AffinityRoundTripsInRequestsOnly) {
+  Hello h = golden_sample();
+  h.affinity = 0;
+  EXPECT_EQ(as_vector(encode_hello(h)), kGoldenRequest);
+  h.affinity = 0x0102030405060708;
+  h.features = 0x80000001;
+  const auto encoded = as_vector(encode_hello(h));
+  auto expect = kGoldenRequest;
+  expect[5] = std::byte{48};  // length: 32 + features (6) + affinity (10)
+  for (const auto b : bytes({0x01, 0x04, 0x80, 0x00, 0x00, 0x01, 0x02, 0x08, 0x01, 0x02, 0x03, 0x04,
+                             0x05, 0x06, 0x07, 0x08})) {
+    expect.push_back(b);
+  }
+  EXPECT_EQ(encoded, expect);
+  std::vector<std::byte> padded = encoded;
+  padded.resize(kMaxConnectPrivateData);
+  auto d = decode_hello(padded);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->affinity, 0x0102030405060708u);
+  EXPECT_EQ(d->features, 0x80000001u);
+  // An accept never carries it (the listener routes requests only).
+  h.kind = HelloKind::accept;
+  EXPECT_EQ(encode_hello(h).size(), kHelloSize + kFeaturesFieldSize);
+  EXPECT_EQ(decode_hello(encode_hello(h))->affinity, 0u);
+  // A wrong size or a second affinity field is a malformed hello.
+  auto with_block = [](std::initializer_list<int> block) {
+    auto data = kGoldenRequest;
+    for (const auto b : bytes(block)) data.push_back(b);
+    data[5] = static_cast<std::byte>(data.size());
+    return data;
+  };
+  EXPECT_TRUE(decode_hello(with_block({0x02, 0x04, 0, 0, 0, 1})).is(Errc::protocol_error));
+  EXPECT_TRUE(decode_hello(with_block({0x02, 0x08, 0, 0, 0, 0, 0, 0, 0, 1,
+                                       0x02, 0x08, 0, 0, 0, 0, 0, 0, 0, 2}))
+                  .is(Errc::protocol_error));
+}
+
 TEST(WireHelloGolden, UnknownFieldsAreSkipped) {
   auto data = kGoldenRequest;
   // type 0x7F (unknown) with 3 bytes, type 0 (reserved) empty, the features field,

@@ -1,0 +1,60 @@
+#include "rdma/rdma_acceptor.h"
+
+#include "rdma/rdma_stream.h"
+#include "rmsg/log.h"
+
+namespace rmsg::rdma {
+
+Acceptor::Acceptor(EventLoop& loop, const RdmaOptions& options, ResourceHooks hooks,
+                   AcceptCallback on_accept, std::shared_ptr<rdmacm::CmChannel> channel)
+    : loop_(loop),
+      options_(options),
+      hooks_(std::move(hooks)),
+      on_accept_(std::move(on_accept)),
+      channel_(std::move(channel)) {}
+
+Acceptor::~Acceptor() = default;
+
+void Acceptor::configure(const RdmaOptions& options, ResourceHooks hooks,
+                         AcceptCallback on_accept) {
+  options_ = options;
+  hooks_ = std::move(hooks);
+  on_accept_ = std::move(on_accept);
+}
+
+void Acceptor::clear() {
+  pending_.clear();
+}
+
+void Acceptor::accept(verbs::CmId id, std::span<const std::byte> request,
+                      const wire::Hello& hello) {
+  ResourceHooks hooks = hooks_;
+  hooks.route = {};
+  if (hooks_.admit) {
+    hooks.lease = hooks_.admit();
+    if (!hooks.lease)
+      return reject_request(channel_.get(), std::move(id), wire::RejectReason::resources);
+  }
+  auto stream = RdmaStream::create(loop_, options_, std::move(hooks));
+  if (!stream) return reject_request(channel_.get(), std::move(id), wire::RejectReason::resources);
+  RdmaStream* raw = stream.value().get();
+  pending_.emplace(raw, std::move(stream).value());
+  auto started = raw->start_accept(std::move(id), request, hello, [this, raw](std::error_code ec) {
+    auto node = pending_.extract(raw);
+    if (node.empty() || ec) return;  // a failed half-accepted stream just goes away
+    on_accept_(Stream(std::move(node.mapped())));
+  });
+  if (!started) pending_.erase(raw);  // rejected by the CM state machine already
+}
+
+void reject_request(rdmacm::CmChannel* channel, verbs::CmId id, wire::RejectReason reason) {
+  RMSG_LOG(info, "rdma: rejecting a connect request (reason %d)", static_cast<int>(reason));
+  wire::Hello h;
+  h.kind = wire::HelloKind::reject;
+  h.reason = reason;
+  const auto data = wire::encode_hello(h);
+  rdma_reject(id.get(), data.data(), static_cast<std::uint8_t>(data.size()));
+  if (channel != nullptr) channel->retire(std::move(id));
+}
+
+}  // namespace rmsg::rdma
