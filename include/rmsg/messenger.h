@@ -93,7 +93,7 @@ inline std::error_code make_error_code(MessengerErrc e) noexcept {
 
 struct SessionEvent {
   enum class Kind : std::uint8_t {
-    connected,     // a connection is established (first or after a fault)
+    connected,     // a connection is established (first, after a fault, or a probe's)
     disconnected,  // the connection was lost; a lossless session carries on (error: why)
     failed,        // a connect attempt failed; the next follows after backoff (error: why)
     reset,         // the session ended (error: why) and its messages are handed back
