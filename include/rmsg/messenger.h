@@ -12,7 +12,9 @@
 // a peer that can only be reached by its own connects (no add_peer) is waited for.
 //
 // Policies (per peer): lossless keeps and replays unacknowledged messages across
-// connections; lossy does not: a connection lost is a session reset.
+// connections; lossy does not: a connection lost is a session reset. Transport policies
+// (TransportPolicy, per peer, add_peer(PeerAddresses)): a session may move between RDMA
+// and TCP connections, losing and doubling nothing (docs/messenger.md, Failover).
 //
 // A session reset (SessionEvent::reset) ends a session: the peer restarted (it presents a
 // new session cookie), our side was forgotten by the peer (it restarted), or a lossy
@@ -72,6 +74,22 @@ using ServiceId = std::uint16_t;  // a messenger's user (0: the default one)
 
 enum class SessionPolicy : std::uint8_t { lossless = 0, lossy = 1 };
 
+// Which transports a session's own connects use (docs/messenger.md, Failover). Accepted
+// connections are taken over whichever transport they came on, whatever the policy.
+//   rdma_only, tcp_only: that transport only (a failure waits the backoff, as always).
+//   rdma_preferred: RDMA first; when an RDMA connection fails or cannot be made, the
+//     session reconnects over TCP at once, then probes RDMA with probe_backoff while on TCP
+//     and moves back make-before-break when a probe succeeds.
+enum class TransportPolicy : std::uint8_t { rdma_only = 0, tcp_only = 1, rdma_preferred = 2 };
+
+// Where a peer listens on each transport (it calls Messenger::listen once per transport).
+// `rdma.transport` and `tcp.transport` are overridden to their names' transports.
+struct PeerAddresses {
+  ConnectionParams rdma;
+  ConnectionParams tcp;
+  TransportPolicy policy = TransportPolicy::rdma_preferred;
+};
+
 // Why a connection or a session ended (stable values; counters name them).
 enum class MessengerErrc {
   peer_restarted = 1,     // reset: the peer presents a new session (it restarted)
@@ -95,16 +113,22 @@ inline std::error_code make_error_code(MessengerErrc e) noexcept {
 
 struct SessionEvent {
   enum class Kind : std::uint8_t {
-    connected,     // a connection is established (first or after a fault)
+    connected,     // a connection is established (first, after a fault, or a probe's)
     disconnected,  // the connection was lost; a lossless session carries on (error: why)
     failed,        // a connect attempt failed; the next follows after backoff (error: why)
     reset,         // the session ended (error: why) and its messages are handed back
+    // The session's connection now runs over another transport than its previous one
+    // (`transport`: the new one; error: what ended the previous connection, or
+    // MessengerErrc::replaced when a probe moved it back; `time`: the loop's clock).
+    switched,
   };
   Kind kind = Kind::connected;
   NodeId peer = 0;
   std::error_code error;
   std::vector<std::vector<std::byte>> unknown;  // reset: delivery unknown, oldest first
   std::vector<std::vector<std::byte>> unsent;   // reset: never sent, oldest first
+  Transport transport = Transport::tcp;         // switched: the transport now in use
+  Clock::time_point time{};                     // switched: when
 };
 
 struct MessengerOptions {
@@ -142,6 +166,11 @@ struct MessengerOptions {
   // Bytes written to a connection and not yet accepted by its stream, past which no more
   // messages are taken from the queue (the stream's backpressure reaches the queue).
   std::size_t write_buffer = std::size_t{256} << 10;
+  // rdma_preferred sessions on TCP probe RDMA after a random time in [b/2, b], b doubling
+  // from probe_backoff_initial per failed probe up to probe_backoff_max; a probe is one
+  // connect + handshake and leaves the TCP connection alone when it fails.
+  Duration probe_backoff_initial = std::chrono::milliseconds(500);
+  Duration probe_backoff_max = std::chrono::seconds(30);
 };
 
 class Messenger {
@@ -181,6 +210,9 @@ class Messenger {
   // Where and how to reach `peer` (params.peer: its listening address). The session
   // connects when it has messages, and keeps reconnecting after faults.
   Result<void> add_peer(NodeId peer, const ConnectionParams& params);
+  // Where `peer` listens on RDMA and on TCP, and which of them this session's connects
+  // use (TransportPolicy). Replaces an earlier add_peer of either kind.
+  Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
   void set_policy(NodeId peer, SessionPolicy policy);
 
   // Queues a message for `peer`'s `service` (copied). Returns at once; the message is
@@ -224,6 +256,7 @@ class Messenger {
     std::size_t in_flight = 0;    // written on the current connection, not acknowledged
     std::uint64_t delivered = 0;  // the last message number handed to dispatch
     std::uint64_t connect_seq = 0;
+    std::optional<Transport> transport;  // of the open connection; none when not connected
   };
   // Loop-thread-only.
   std::optional<SessionInfo> session_info(NodeId peer) const;
@@ -236,7 +269,8 @@ class Messenger {
   EventLoop& loop_of(NodeId peer) const noexcept;
 
   // msg.* counters (docs/messenger.md lists them): messages sent/delivered/duplicates,
-  // replays, acks, connects, accepts, sessions, resets, errors.<name> per cause. One set
+  // replays, acks, connects, accepts, sessions, resets, errors.<name> per cause;
+  // switches.to_tcp / .to_rdma, replayed_across_switch, probes, probe_failures. One set
   // per loop: counters() is loop 0's, counters(i) loop i's, counter_total(name) the sum of
   // one counter over all loops. Any thread (values as CounterSet says).
   const CounterSet& counters() const noexcept;

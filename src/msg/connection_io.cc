@@ -69,6 +69,7 @@ void Messenger::Impl::on_readable(ConnId id) {
       if (ev == msg::DecodeEvent::error) return fail(id, c->decoder->error());
       if (ev != msg::DecodeEvent::frame) continue;
       msg::Frame f = c->decoder->take_frame();
+      if (c->state == Connection::State::retired) continue;  // replaced: nothing delivered
       if (c->state == Connection::State::open) {
         on_open_frame(*c, f);
       } else {
@@ -150,6 +151,7 @@ void Messenger::Impl::count_error(std::error_code why) {
 void Messenger::Impl::fail(ConnId id, std::error_code why) {
   Connection* c = find_connection(id);
   if (c == nullptr) return;
+  if (c->state == Connection::State::retired) return drop(id, false);  // expected to end
   count_error(why);
   RMSG_LOG(info, "msg: node %llx: connection %llu (peer %llx) closed: %s (%s)",
            static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),

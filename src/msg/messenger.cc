@@ -113,6 +113,13 @@ Result<void> Messenger::add_peer(NodeId peer, const ConnectionParams& params) {
   });
   return {};
 }
+Result<void> Messenger::add_peer(NodeId peer, const PeerAddresses& addresses) {
+  if (peer == 0 || peer == node_id()) return make_error_code(Errc::invalid_argument);
+  front_->run_on(front_->owner(peer), [peer, addresses](Front::Shard& s) {
+    static_cast<void>(s.impl->add_peer(peer, addresses));
+  });
+  return {};
+}
 void Messenger::set_policy(NodeId peer, SessionPolicy policy) {
   front_->run_on(front_->owner(peer),
                  [peer, policy](Front::Shard& s) { s.impl->set_policy(peer, policy); });

@@ -15,6 +15,7 @@ Messenger::Impl::Impl(EventLoop& loop, const MessengerOptions& options,
       dispatch_(std::move(dispatch)),
       on_event_(std::move(on_event)),
       admission_(std::move(admission)) {
+  probe_policy_ = {options.probe_backoff_initial, options.probe_backoff_max};
   limits_ = {options.session_max_messages, options.session_max_bytes, options.window_messages,
              options.window_bytes};
   if (!admission_) {
@@ -32,8 +33,9 @@ Messenger::Impl::~Impl() = default;
 Result<std::string> Messenger::Impl::listen(const SocketAddress& address,
                                             const ConnectionParams& params) {
   std::weak_ptr<Impl> weak = weak_from_this();
-  auto l = streams_->listen(address, params, [weak](Stream s) {
-    if (auto self = weak.lock()) self->on_accepted(std::move(s));
+  const Transport t = params.transport;
+  auto l = streams_->listen(address, params, [weak, t](Stream s) {
+    if (auto self = weak.lock()) self->on_accepted(std::move(s), t);
   });
   if (!l) return l.error();
   std::string bound = l.value().local_address();
@@ -44,6 +46,7 @@ Result<std::string> Messenger::Impl::listen(const SocketAddress& address,
 Result<void> Messenger::Impl::add_peer(NodeId peer, const ConnectionParams& params) {
   if (peer == 0 || peer == options_.node_id) return make_error_code(Errc::invalid_argument);
   peers_[peer] = params;
+  routes_.erase(peer);  // one address: no failover
   if (Session* s = find_session(peer); s != nullptr && s->out->size() > 0) want_connection(*s);
   return {};
 }
@@ -62,8 +65,10 @@ Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload,
 
 void Messenger::Impl::mark_down(NodeId peer) {
   peers_.erase(peer);
+  routes_.erase(peer);
   Session* s = find_session(peer);
   if (s == nullptr) return;
+  if (s->fo.probe_timer != 0) loop_.cancel_timer(s->fo.probe_timer);
   if (s->conn != 0) drop(s->conn, false);
   if (s->outbound != 0) drop(s->outbound, false);
   if (s->timer != 0) loop_.cancel_timer(s->timer);
@@ -74,8 +79,14 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
   auto it = sessions_.find(peer);
   if (it == sessions_.end()) return std::nullopt;
   const Session& s = *it->second;
-  return Messenger::SessionInfo{s.state == Session::State::open, s.out->size(), s.out->in_flight(),
-                                s.in.in_seq(), s.connect_seq};
+  Messenger::SessionInfo info{s.state == Session::State::open,
+                              s.out->size(),
+                              s.out->in_flight(),
+                              s.in.in_seq(),
+                              s.connect_seq,
+                              {}};
+  if (info.connected) info.transport = s.fo.current;
+  return info;
 }
 
 void Messenger::Impl::shutdown() {

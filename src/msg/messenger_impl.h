@@ -29,6 +29,7 @@
 #include "msg/reconnect_decision.h"
 #include "msg/seams.h"
 #include "msg/session_frames.h"
+#include "msg/transport_policy.h"
 #include "rmsg/messenger.h"
 
 namespace rmsg {
@@ -58,6 +59,7 @@ struct Session {
   ConnId outbound = 0;
   TimerId timer = 0;
   bool ever_open = false;
+  msg::FailoverState fo;  // transport policy state (session_failover.cc)
 
   Session(const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
       : in(ack), backoff(backoff_policy) {}
@@ -69,6 +71,9 @@ struct Connection {
     connecting,  // outbound: the stream connect is pending
     handshake,   // banner and hello exchange
     open,        // bound to session `peer`
+    // Replaced by a newer connection of its session (session_failover.cc, retire): read
+    // and discarded until the peer closes it or handshake_timeout passes; never delivers.
+    retired,
   };
   ConnId id = 0;
   Role role = Role::outbound;
@@ -87,8 +92,9 @@ struct Connection {
   // data path reads no clock for it; a keepalive is due up to one tick late.
   Clock::time_point last_tx{};
   bool sent_since_tick = false;
-  bool holds_slot = false;  // counts against max_handshakes
-  bool reading = false;     // inside on_readable (re-entrancy guard)
+  bool holds_slot = false;               // counts against max_handshakes
+  bool reading = false;                  // inside on_readable (re-entrancy guard)
+  Transport transport = Transport::tcp;  // outbound: of its params; inbound: its listener's
 
   std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
 };
@@ -155,7 +161,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
 
   // session_handshake.cc: banner, hello, decision, welcome.
   void on_connected(ConnId id, Result<Stream> stream);
-  void on_accepted(Stream stream);
+  void on_accepted(Stream stream, Transport transport = Transport::tcp);
   void begin_handshake(Connection& c);
   void send_hello(Connection& c, Session& s);
   void on_handshake_frame(Connection& c, msg::Frame& f);
@@ -170,6 +176,21 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void arm_ack_timer(Connection& c, Session& s, Clock::time_point now);
   void start_keepalive(Connection& c);
   void keepalive_tick(ConnId id);
+
+  // session_failover.cc: transport policies, the fallback to TCP, probes back to RDMA.
+  Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
+  TransportPolicy transport_policy(const Session& s) const;
+  // The params of `s`'s next connect (`c`); records its transport in both.
+  const ConnectionParams& attempt_params(Session& s, Connection& c);
+  // A lost connection or a failed connect taken care of by the policy (true: done).
+  bool failover_on_loss(Session& s, std::error_code why);
+  bool failover_attempt_failed(Session& s, std::error_code why);
+  bool probe_gave_way(Session& s);
+  // `c` just became `s`'s connection: counts and reports a switch, (re)arms the probe.
+  void transport_opened(Session& s, Connection& c);
+  void arm_probe(Session& s);
+  void retire(ConnId id);
+  void probe_due(NodeId peer);
 
   // connection_io.cc: streams, frames, errors.
   Connection& new_connection(Connection::Role role);
@@ -215,6 +236,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   std::unordered_map<NodeId, std::unique_ptr<Session>> sessions_;
   std::unordered_map<NodeId, ConnectionParams> peers_;
   std::unordered_map<NodeId, SessionPolicy> policies_;
+  std::unordered_map<NodeId, PeerAddresses> routes_;  // add_peer(PeerAddresses)
+  msg::BackoffPolicy probe_policy_;
   std::unordered_map<ConnId, std::unique_ptr<Connection>> conns_;
   std::vector<Listener> listeners_;
   std::deque<NodeId> slot_waiters_;

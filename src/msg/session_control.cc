@@ -27,6 +27,7 @@ Session& Messenger::Impl::session_for(NodeId peer) {
   s->my_cookie = new_cookie();
   s->out =
       std::make_unique<msg::OutQueue>(limits_, admission_->total(), &admission_->session(peer));
+  s->fo.probe_backoff = msg::Backoff(probe_policy_);
   counters_.counter("msg.sessions").add_owned();
   Session& ref = *s;
   sessions_.emplace(peer, std::move(s));
@@ -107,7 +108,7 @@ void Messenger::Impl::start_attempt(Session& s) {
   c.holds_slot = true;
   c.attempt_cs = s.connect_seq + 1;
   ++handshakes_;
-  s.state = Session::State::connecting;
+  if (s.state != Session::State::open) s.state = Session::State::connecting;  // open: a probe
   s.outbound = c.id;
   counters_.counter("msg.connects").add_owned();
   std::weak_ptr<Impl> weak = weak_from_this();
@@ -118,7 +119,7 @@ void Messenger::Impl::start_attempt(Session& s) {
       self->fail(id, make_error_code(MessengerErrc::handshake_timeout));
     }
   });
-  streams_->connect(peers_.at(s.peer), [weak, id](Result<Stream> r) {
+  streams_->connect(attempt_params(s, c), [weak, id](Result<Stream> r) {
     auto self = weak.lock();
     if (!self) return;  // the stream (if any) closes as `r` goes
     self->on_connected(id, std::move(r));
@@ -140,6 +141,7 @@ void Messenger::Impl::release_slot(Connection& c) {
 }
 
 void Messenger::Impl::attempt_failed(Session& s, std::error_code why) {
+  if (failover_attempt_failed(s, why)) return;
   s.outbound = 0;
   counters_.counter("msg.connect_failures").add_owned();
   emit(SessionEvent{SessionEvent::Kind::failed, s.peer, why, {}, {}});
@@ -159,6 +161,7 @@ void Messenger::Impl::connection_lost(Session& s, std::error_code why) {
     return;
   }
   s.out->rewind();
+  if (failover_on_loss(s, why)) return;
   if (peers_.contains(s.peer)) schedule_attempt(s, s.backoff.next(loop_.random()));
 }
 

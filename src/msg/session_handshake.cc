@@ -23,10 +23,11 @@ void Messenger::Impl::on_connected(ConnId id, Result<Stream> r) {
   begin_handshake(*c);
 }
 
-void Messenger::Impl::on_accepted(Stream stream) {
+void Messenger::Impl::on_accepted(Stream stream, Transport transport) {
   if (shutting_down_) return;
   Connection& c = new_connection(Connection::Role::inbound);
   c.stream = std::move(stream);
+  c.transport = transport;
   counters_.counter("msg.accepts").add_owned();
   std::weak_ptr<Impl> weak = weak_from_this();
   const ConnId id = c.id;
@@ -112,6 +113,7 @@ void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
       counters_.counter("msg.handshake.wait").add_owned();
       s->outbound = 0;
       drop(id, true);
+      if (probe_gave_way(*s)) return;
       schedule_attempt(*s, s->backoff.longest(loop_.random()));
       return;
     case K::reset_session:
@@ -208,7 +210,7 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
   }
   if (s.conn != 0 && s.conn != c.id) {
     counters_.counter("msg.replaced").add_owned();
-    drop(s.conn, false);
+    retire(s.conn);  // delivers nothing more from now on; the peer closes it
     s.conn = 0;
     s.out->rewind();
   }
@@ -233,6 +235,11 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
 
 void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_delivered) {
   if (!s.out->ack(peer_delivered)) return fail(c.id, make_error_code(MessengerErrc::bad_ack));
+  if (s.conn != 0 && s.conn != c.id) {  // a probe's welcome: the old connection goes now
+    counters_.counter("msg.replaced").add_owned();
+    drop(s.conn, false);
+    s.conn = 0;
+  }
   s.out->rewind();  // the peer has everything up to peer_delivered; the rest goes again
   if (c.deadline != 0) loop_.cancel_timer(c.deadline);
   c.deadline = 0;
@@ -246,6 +253,7 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   s.backoff.reset();
   counters_.counter("msg.opened").add_owned();
   emit(SessionEvent{SessionEvent::Kind::connected, s.peer, {}, {}, {}});
+  transport_opened(s, c);
   pump(s);
 }
 

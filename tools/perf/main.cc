@@ -11,6 +11,9 @@
 #include "options.h"
 #include "report.h"
 #include "rpc_test.h"
+#if RMSG_WITH_RDMA
+#include "failover_test.h"
+#endif
 #include "stream_runner.h"
 
 namespace rmsg::perf {
@@ -163,6 +166,14 @@ std::optional<Row> measure(Runner& r, const SocketAddress& to, const Spec& spec,
 int run(const Options& o) {
   if (o.connect_test) return run_connect_test(o);
   if (o.rpc_test) return run_rpc_test(o);
+#if RMSG_WITH_RDMA
+  if (o.failover_test) return run_failover_test(o);
+#else
+  if (o.failover_test) {
+    std::fprintf(stderr, "rmsg-perf: --test failover needs an RDMA build\n");
+    return 2;
+  }
+#endif
   std::string why;
   auto setup = make_setup(o, why);
   if (!setup) return fail(why);

@@ -56,7 +56,8 @@ bool parse_blocks(std::string_view text, Options& o) {
 
 void print_usage(std::FILE* out) {
   std::fputs(
-      "usage: rmsg-perf [--test lat|bw|connect|rpc] [--transport tcp|rdma|auto|posix|verbs]\n"
+      "usage: rmsg-perf [--test lat|bw|connect|rpc|failover] [--transport "
+      "tcp|rdma|auto|posix|verbs]\n"
       "                 [--size N[,N...]] [--iters N] [--repeat N] [--json] [--busy-poll]\n"
       "                 [--poll-spin US]\n"
       "                 [--one-thread] [--counters] [--blocks COUNTxSIZE]\n"
@@ -69,6 +70,8 @@ void print_usage(std::FILE* out) {
       "                vs reused structures, one loop thread (--transport rdma|tcp)\n"
       "                rpc: Messenger RPC echo calls (--outstanding 1,16,128) and one-way\n"
       "                messages beside the raw stream ping-pong and streaming (rdma|tcp)\n"
+      "                failover: RPC echo calls over an rdma_preferred session whose RDMA\n"
+      "                connection is failed twice mid-run (seam); TCP carries on, RDMA returns\n"
       "  --transport   rmsg transport to measure (default auto: rdma when built and a\n"
       "                device has an active port, else tcp); posix, verbs: that baseline\n"
       "                alone (verbs: SEND/RECV straight on an RC QP)\n"
@@ -136,8 +139,10 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         o.connect_test = true;
       else if (v == "rpc")
         o.rpc_test = true;
+      else if (v == "failover")
+        o.failover_test = true;
       else
-        return bad("unknown test '" + v + "' (lat, bw, connect, rpc)");
+        return bad("unknown test '" + v + "' (lat, bw, connect, rpc, failover)");
     } else if (arg == "--transport") {
       if (!value(o.transport)) return false;
     } else if (arg == "--baseline") {

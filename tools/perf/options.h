@@ -31,6 +31,7 @@ struct Options {
 
   // --test rpc (rpc_test.h): the RPC benchmark; --outstanding its depths (1,16,128).
   bool rpc_test = false;
+  bool failover_test = false;  // --test failover (failover_test.h; RDMA builds)
   std::vector<std::uint64_t> outstanding;
 };
 
