@@ -171,10 +171,10 @@ TEST(HelloPeek, RejectsWhatIsNoMessengerHello) {
   EXPECT_EQ(msg::peek_hello({reinterpret_cast<const std::byte*>(http.data()), http.size()}).verdict,
             V::malformed);
   auto wrong_type = b;
-  wrong_type[msg::kBannerSize] = static_cast<std::byte>(msg::FrameType::message);
+  wrong_type.at(msg::kBannerSize) = static_cast<std::byte>(msg::FrameType::message);
   EXPECT_EQ(msg::peek_hello(wrong_type).verdict, V::malformed);
   auto long_ext = b;
-  long_ext[13] = std::byte{0x10};  // 4096 > 256
+  long_ext.at(13) = std::byte{0x10};  // 4096 > 256
   EXPECT_EQ(msg::peek_hello(long_ext).verdict, V::malformed);
   EXPECT_EQ(msg::peek_hello(hello_bytes(0)).verdict, V::malformed);
 }
