@@ -27,6 +27,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
         case msg::InState::Verdict::deliver: {
           const NodeId peer = c.peer;
           const Cookie session = s->my_cookie;
+          const Clock::time_point read_at = c.last_rx;  // `c` may be gone after dispatch
           dispatch_(peer, f.segment(1));
           hot_.delivered.add_owned();
           // The callback may have dropped the session or this connection (a send from it
@@ -36,7 +37,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
           s = find_session(peer);
           if (s == nullptr || s->my_cookie != session) return;
           // The time the bytes were read stands for now (one clock read per read call).
-          const bool ack_due = s->in.delivered(c.last_rx);
+          const bool ack_due = s->in.delivered(read_at);
           if (s->conn != id) return;
           Connection* cc = find_connection(id);
           if (ack_due) {
