@@ -35,7 +35,10 @@ void ServiceTable::event(ShardEvent e) {
     // Skip a user an earlier one detached meanwhile.
     auto it = users_.find(service);
     if (it == users_.end() || it->second.get() != user || !user->on_event) continue;
+    // Every field but the handback, which is split by service below.
     SessionEvent mine{e.event.kind, e.event.peer, e.event.error, {}, {}};
+    mine.transport = e.event.transport;
+    mine.time = e.event.time;
     // Each user gets its own messages back (copies: resets are rare).
     for (std::size_t i = 0; i < e.event.unknown.size(); ++i) {
       const ServiceId s = i < e.unknown_services.size() ? e.unknown_services[i] : 0;
