@@ -67,6 +67,7 @@ enum class MessengerErrc {
   peer_closed = 11,       // the peer closed the connection (a close frame or EOF)
   shutdown = 12,          // this messenger shut down or mark_down() dropped the session
   idle_timeout = 13,      // nothing received for idle_timeout (a half-open connection)
+  bad_fragment = 14,      // a malformed fragment sequence (docs/protocol.md, fragments)
 };
 const std::error_category& messenger_category() noexcept;
 inline std::error_code make_error_code(MessengerErrc e) noexcept {
@@ -79,6 +80,7 @@ struct SessionEvent {
     disconnected,  // the connection was lost; a lossless session carries on (error: why)
     failed,        // a connect attempt failed; the next follows after backoff (error: why)
     reset,         // the session ended (error: why) and its messages are handed back
+    writable,      // a send() refused with resource_exhausted may be retried (Flow control)
   };
   Kind kind = Kind::connected;
   NodeId peer = 0;
@@ -120,6 +122,9 @@ struct MessengerOptions {
   // Bytes written to a connection and not yet accepted by its stream, past which no more
   // messages are taken from the queue (the stream's backpressure reaches the queue).
   std::size_t write_buffer = std::size_t{256} << 10;
+  // Flow control (docs/messenger.md): messages larger than this go out in chunks of it,
+  // so that priority-lane messages, acks and keepalives pass between them. 0: never split.
+  std::size_t fragment_size = std::size_t{64} << 10;
 };
 
 class Messenger {
@@ -165,6 +170,23 @@ class Messenger {
   // delivered. Returns false when the message is no longer queued (acknowledged, or its
   // session reset). Used by RPC (include/rmsg/rpc.h) for expired and cancelled calls.
   bool withdraw(NodeId peer, Ticket ticket);
+
+  // ---- Flow control (docs/messenger.md, Flow control) ----
+  // Lanes: bulk messages are delivered in the order sent; a priority message may overtake
+  // bulk messages sent before it (it waits behind at most one chunk of fragment_size), and
+  // priority messages keep their order among themselves. Meant for small messages: acks of
+  // the application, RPC replies, cancels and small calls.
+  // A send() refused with resource_exhausted starts a refusal episode: once the session's
+  // queue (and the messenger's) is at or below half its bounds, one SessionEvent::writable
+  // for that peer ends it (once per episode; never without a refusal before).
+  enum class Lane : std::uint8_t { bulk = 0, priority = 1 };
+  struct SendOptions {
+    Lane lane = Lane::bulk;
+  };
+  Result<Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
+                              const SendOptions& options);
+  Result<void> send(NodeId peer, std::vector<std::byte> payload, const SendOptions& options);
+  // ---- end of Flow control ----
 
   // Drops the session with `peer` now (its connection closes; no event; queued messages
   // are lost) and forgets its address. The peer sees a reset when it comes back.

@@ -15,10 +15,10 @@ constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr int kReadsPerCallback = 16;  // then the rest is deferred: other streams get a turn
 
 const char* messenger_errc_name(int v) {
-  static constexpr std::array<const char*, 14> kNames = {
-      "unknown",           "peer_restarted",   "session_unknown", "lossy_fault", "wrong_node",
-      "handshake_timeout", "unexpected_frame", "sequence_gap",    "bad_ack",     "bad_payload",
-      "replaced",          "peer_closed",      "shutdown",        "idle_timeout"};
+  static constexpr std::array<const char*, 15> kNames = {
+      "unknown",           "peer_restarted",   "session_unknown", "lossy_fault",  "wrong_node",
+      "handshake_timeout", "unexpected_frame", "sequence_gap",    "bad_ack",      "bad_payload",
+      "replaced",          "peer_closed",      "shutdown",        "idle_timeout", "bad_fragment"};
   return v > 0 && v < static_cast<int>(kNames.size()) ? kNames[v] : "unknown";
 }
 

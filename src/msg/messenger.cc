@@ -41,6 +41,8 @@ class MessengerCategory final : public std::error_category {
         return "messenger shut down";
       case MessengerErrc::idle_timeout:
         return "nothing received for idle_timeout";
+      case MessengerErrc::bad_fragment:
+        return "malformed fragment sequence";
     }
     return "unknown messenger error";
   }
@@ -124,7 +126,17 @@ Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload) {
   return impl_->send(peer, std::move(payload));
 }
 Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload) {
-  return impl_->send_tracked(peer, std::move(payload));
+  return impl_->send_tracked(peer, std::move(payload), {});
+}
+Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                                  const SendOptions& options) {
+  return impl_->send_tracked(peer, std::move(payload), options);
+}
+Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload,
+                             const SendOptions& options) {
+  auto r = impl_->send_tracked(peer, std::move(payload), options);
+  if (!r) return r.error();
+  return {};
 }
 bool Messenger::withdraw(NodeId peer, Ticket ticket) {
   return impl_->withdraw(peer, ticket);

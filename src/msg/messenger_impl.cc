@@ -17,7 +17,7 @@ Messenger::Impl::Impl(EventLoop& loop, const MessengerOptions& options,
   budget_.max_messages = options.total_max_messages;
   budget_.max_bytes = options.total_max_bytes;
   limits_ = {options.session_max_messages, options.session_max_bytes, options.window_messages,
-             options.window_bytes};
+             options.window_bytes, options.fragment_size};
   ack_policy_ = {options.ack_every, options.ack_delay};
   backoff_policy_ = {options.backoff_initial, options.backoff_max};
   frame_limits_.max_frame_size =
@@ -51,7 +51,7 @@ void Messenger::Impl::set_policy(NodeId peer, SessionPolicy policy) {
 }
 
 Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload) {
-  auto r = send_tracked(peer, std::move(payload));
+  auto r = send_tracked(peer, std::move(payload), {});
   if (!r) return r.error();
   return {};
 }

@@ -25,6 +25,7 @@
 #include "msg/frame_types.h"
 #include "msg/in_state.h"
 #include "msg/out_queue.h"
+#include "msg/reassembly.h"
 #include "msg/reconnect_decision.h"
 #include "msg/seams.h"
 #include "msg/session_frames.h"
@@ -75,7 +76,8 @@ struct Connection {
   NodeId peer = 0;  // outbound: the target; inbound: 0 until its hello
   Stream stream;
   std::optional<msg::WireDecoder> decoder;
-  std::vector<std::byte> out;  // encoded frames not yet accepted by the stream
+  std::optional<msg::Reassembler> reasm;  // open: incoming fragments
+  std::vector<std::byte> out;             // encoded frames not yet accepted by the stream
   std::size_t out_off = 0;
   std::uint64_t attempt_cs = 0;  // outbound: the connect_seq our hello asked for
   TimerId deadline = 0;          // handshake timeout
@@ -106,7 +108,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<void> send(NodeId peer, std::vector<std::byte> payload);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
-  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload);
+  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                         const Messenger::SendOptions& options);
   bool withdraw(NodeId peer, Messenger::Ticket ticket);
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
@@ -145,6 +148,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void arm_ack_timer(Connection& c, Session& s);
   void start_keepalive(Connection& c);
   void keepalive_tick(ConnId id);
+  // After acks freed room: ends refusal episodes (SessionEvent::writable).
+  void note_room(Session& s);
+  void deliver(Connection& c, Session& s, msg::Seq seq, msg::Frame& f);
 
   // connection_io.cc: streams, frames, errors.
   Connection& new_connection(Connection::Role role);

@@ -6,15 +6,15 @@
 
 namespace rmsg {
 
-Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
-                                                        std::vector<std::byte> payload) {
+Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                                        const Messenger::SendOptions& options) {
   if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
     return make_error_code(Errc::invalid_argument);
   }
   if (shutting_down_) return make_error_code(Errc::closed);
   Session& s = session_for(peer);
   const Cookie session = s.my_cookie;
-  auto r = s.out->push(std::move(payload));
+  auto r = s.out->push(std::move(payload), static_cast<msg::Lane>(options.lane));
   if (!r) {
     counters_.counter("msg.send_refused").add_owned();
     return r.error();

@@ -1,64 +1,157 @@
 #include "msg/out_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace rmsg::msg {
 
+OutQueue::OutQueue(const QueueLimits& limits, QueueBudget& budget) noexcept
+    : limits_(limits), budget_(&budget) {}
+
 OutQueue::~OutQueue() {
   budget_->messages -= q_.size();
   budget_->bytes -= bytes_;
+  end_episode();
 }
 
-Result<Seq> OutQueue::push(Payload payload) {
+Result<Seq> OutQueue::push(Payload payload, Lane lane) {
   const std::size_t n = payload.size();
   if (q_.size() + 1 > limits_.max_messages || n > limits_.max_bytes ||
       bytes_ > limits_.max_bytes - n || !budget_->fits(n)) {
+    if (!refused_) {
+      refused_ = true;
+      ++budget_->refused_queues;
+    }
     return make_error_code(Errc::resource_exhausted);
   }
   const Seq seq = next_seq_++;
-  q_.push_back(OutMessage{seq, std::move(payload)});
+  // A lane with nothing left to start points past the end: the new message is its next,
+  // the other lanes' stay past the end.
+  const std::size_t end = q_.size();
+  for (const Lane l : {Lane::priority, Lane::bulk}) {
+    std::size_t& cursor = cursor_[lane_index(l)];
+    if (cursor == end && l != lane) cursor = end + 1;
+  }
+  q_.push_back(OutMessage{.seq = seq, .payload = std::move(payload), .lane = lane});
   bytes_ += n;
   budget_->messages += 1;
   budget_->bytes += n;
   return seq;
 }
 
-const OutMessage* OutQueue::next() const noexcept {
-  if (cursor_ >= q_.size()) return nullptr;
-  const OutMessage& m = q_[cursor_];
+std::size_t OutQueue::next_in_lane(std::size_t from, Lane lane) const noexcept {
+  while (from < q_.size() && q_[from].lane != lane) ++from;
+  return from;
+}
+
+bool OutQueue::admits(const OutMessage& m) const noexcept {
   // The window admits one message whatever its size, so a message larger than
-  // window_bytes still goes out (alone).
-  if (cursor_ > 0 && (cursor_ + 1 > limits_.window_messages ||
-                      inflight_bytes_ + m.payload.size() > limits_.window_bytes)) {
-    return nullptr;
+  // window_bytes still goes out (alone). It always admits the oldest message: when the
+  // window is full of priority messages numbered after it, none of them can be
+  // acknowledged (acks are cumulative) before it is delivered.
+  if (started_ == 0 || &m == &q_.front()) return true;
+  if (started_ + 1 > limits_.window_messages) return false;
+  return m.lane == Lane::priority || inflight_bytes_ + m.payload.size() <= limits_.window_bytes;
+}
+
+Chunk OutQueue::chunk_of(const OutMessage& m) const noexcept {
+  const std::size_t left = m.payload.size() - m.sent;
+  const std::size_t n = limits_.fragment_size == 0 ? left : std::min(left, limits_.fragment_size);
+  return Chunk{.seq = m.seq,
+               .lane = m.lane,
+               .bytes = std::span(m.payload).subspan(m.sent, n),
+               .offset = m.sent,
+               .more = n < left,
+               .first = !m.started,
+               .replay = m.ever_sent};
+}
+
+std::optional<Chunk> OutQueue::next() const noexcept {
+  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+    const std::size_t l = lane_index(lane);
+    if (partial_[l] != 0)
+      return chunk_of(q_[static_cast<std::size_t>(partial_[l] - q_.front().seq)]);
+    if (cursor_[l] < q_.size() && admits(q_[cursor_[l]])) return chunk_of(q_[cursor_[l]]);
   }
-  return &m;
+  return std::nullopt;
 }
 
 void OutQueue::mark_written() noexcept {
-  const OutMessage& m = q_[cursor_];
-  inflight_bytes_ += m.payload.size();
+  const std::optional<Chunk> c = next();
+  if (!c) return;
+  const std::size_t l = lane_index(c->lane);
+  OutMessage& m = q_[static_cast<std::size_t>(c->seq - q_.front().seq)];
+  if (c->first) {
+    m.started = true;
+    ++started_;
+    if (m.lane == Lane::bulk) m.window = m.payload.size();
+    inflight_bytes_ += m.window;
+    cursor_[l] = next_in_lane(cursor_[l] + 1, m.lane);
+  }
+  m.sent += c->bytes.size();
+  m.ever_sent = true;
   highest_written_ = seq_max(highest_written_, m.seq);
-  ++cursor_;
+  if (c->more) {
+    partial_[l] = m.seq;
+    return;
+  }
+  partial_[l] = 0;
+  m.ever_whole = true;
+  if (m.withdraw_pending) drop_payload(m);
+}
+
+void OutQueue::rewind() noexcept {
+  for (OutMessage& m : q_) {
+    m.started = false;
+    m.sent = 0;
+    m.window = 0;
+    if (m.withdraw_pending) drop_payload(m);
+  }
+  started_ = 0;
+  inflight_bytes_ = 0;
+  partial_ = {};
+  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+    cursor_[lane_index(lane)] = next_in_lane(0, lane);
+  }
+}
+
+void OutQueue::drop_payload(OutMessage& m) noexcept {
+  const std::size_t n = m.payload.size();
+  bytes_ -= n;
+  budget_->bytes -= n;
+  Payload{}.swap(m.payload);
+  m.withdraw_pending = false;
 }
 
 void OutQueue::drop_front() {
-  const std::size_t n = q_.front().payload.size();
-  if (cursor_ > 0) {
-    --cursor_;
-    inflight_bytes_ -= n;
+  OutMessage& m = q_.front();
+  const std::size_t l = lane_index(m.lane);
+  if (m.started) {
+    --started_;
+    inflight_bytes_ -= m.window;
   }
+  // A partly written message the peer acknowledged: it has the message (from an earlier
+  // connection) and drops the chunks it got of it here.
+  if (partial_[l] == m.seq) partial_[l] = 0;
+  const std::size_t n = m.payload.size();
   bytes_ -= n;
   budget_->messages -= 1;
   budget_->bytes -= n;
-  acked_ = q_.front().seq;
+  acked_ = m.seq;
   q_.pop_front();
+  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+    std::size_t& cursor = cursor_[lane_index(lane)];
+    cursor = cursor == 0 ? next_in_lane(0, lane) : cursor - 1;
+  }
 }
 
 Result<void> OutQueue::ack(Seq ack) {
   if (seq_at_or_before(ack, acked_)) return {};
-  if (seq_after(ack, highest_written_)) return make_error_code(Errc::protocol_error);
-  while (!q_.empty() && seq_at_or_before(q_.front().seq, ack)) drop_front();
+  if (seq_after(ack, last_queued())) return make_error_code(Errc::protocol_error);
+  while (!q_.empty() && seq_at_or_before(q_.front().seq, ack)) {
+    if (!q_.front().ever_whole) return make_error_code(Errc::protocol_error);
+    drop_front();
+  }
   acked_ = ack;
   return {};
 }
@@ -67,8 +160,7 @@ Handback OutQueue::take_all() {
   Handback h;
   while (!q_.empty()) {
     OutMessage& m = q_.front();
-    auto& to =
-        seq_at_or_before(m.seq, highest_written_) && highest_written_ != 0 ? h.unknown : h.unsent;
+    auto& to = m.ever_sent ? h.unknown : h.unsent;
     const std::size_t n = m.payload.size();
     to.push_back(std::move(m.payload));
     bytes_ -= n;
@@ -76,9 +168,26 @@ Handback OutQueue::take_all() {
     budget_->bytes -= n;
     q_.pop_front();
   }
-  cursor_ = 0;
+  cursor_ = {};
+  partial_ = {};
+  started_ = 0;
   inflight_bytes_ = 0;
   return h;
+}
+
+bool OutQueue::take_writable() noexcept {
+  if (!refused_ || q_.size() > limits_.max_messages / 2 || bytes_ > limits_.max_bytes / 2 ||
+      !budget_->below_half()) {
+    return false;
+  }
+  end_episode();
+  return true;
+}
+
+void OutQueue::end_episode() noexcept {
+  if (!refused_) return;
+  refused_ = false;
+  --budget_->refused_queues;
 }
 
 }  // namespace rmsg::msg

@@ -4,23 +4,36 @@
 //
 // Every message gets its sequence number when it is queued and keeps it for ever: a
 // replay after a reconnect sends the same numbers again, so the receiver can drop what it
-// already has. The queue is [acked+1 ... next_seq-1] in order; a cursor splits it into
-// "written on the current connection" (before the cursor: in flight) and "not yet written
-// on it" (from the cursor on). rewind() moves the cursor back to the front when a
-// connection is lost; ack() drops messages off the front.
+// already has. The queue is [acked+1 ... next_seq-1] in order.
+//
+// Lanes and fragments (docs/messenger.md, Flow control): each message belongs to a lane,
+// bulk or priority. A message larger than `fragment_size` goes out as several chunks (one
+// frame each, all carrying its number). next() prefers the priority lane: a priority
+// message starts (or continues) before the next chunk of a bulk message, so a small
+// priority message waits behind at most one chunk. Within a lane messages start in number
+// order and a message's chunks are consecutive; a lane has at most one message partly
+// written. rewind() (the connection was lost) restarts every message from its first chunk;
+// ack() drops messages off the front (a partly written one too: the receiver already has
+// it and drops the rest of its chunks).
 //
 // Bounds: every queued message (in flight or not) counts against this session's limits
 // and against the messenger-wide QueueBudget shared by all sessions; push() refuses
 // (Errc::resource_exhausted) when either would be exceeded, so memory is bounded by
-// configuration, not by how long a peer stays away. The in-flight window (messages written
-// and not acknowledged) has its own, smaller bound: next() yields nothing while it is full.
+// configuration, not by how long a peer stays away. A refusal starts an episode that
+// take_writable() ends once the queue (and the budget) is below half its bounds. The
+// in-flight window (messages started on the connection and not acknowledged) has its own,
+// smaller bound: no new message starts while it is full (bytes count for bulk only),
+// except the oldest one queued, which the acks of all the others wait for.
 //
 // Threading: none (the messenger's loop thread owns it).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "msg/seq.h"
@@ -30,27 +43,54 @@ namespace rmsg::msg {
 
 using Payload = std::vector<std::byte>;
 
+// The lane of a message (its number is the lane byte of the message header's flags).
+enum class Lane : std::uint8_t { bulk = 0, priority = 1 };
+inline constexpr std::size_t kLanes = 2;
+
 // The messenger-wide total of queued messages, shared by every session's OutQueue.
 struct QueueBudget {
   std::size_t max_messages = 0;
   std::size_t max_bytes = 0;
   std::size_t messages = 0;
   std::size_t bytes = 0;
+  std::size_t refused_queues = 0;  // queues in a refusal episode (see take_writable)
   bool fits(std::size_t n) const noexcept {
     return messages + 1 <= max_messages && n <= max_bytes && bytes <= max_bytes - n;
+  }
+  bool below_half() const noexcept {
+    return messages <= max_messages / 2 && bytes <= max_bytes / 2;
   }
 };
 
 struct QueueLimits {
-  std::size_t max_messages = 4096;                   // queued, in flight included
-  std::size_t max_bytes = std::size_t{64} << 20;     // payload bytes queued
-  std::size_t window_messages = 1024;                // written and not acknowledged
-  std::size_t window_bytes = std::size_t{16} << 20;  // of those, payload bytes
+  std::size_t max_messages = 4096;                    // queued, in flight included
+  std::size_t max_bytes = std::size_t{64} << 20;      // payload bytes queued
+  std::size_t window_messages = 1024;                 // started and not acknowledged
+  std::size_t window_bytes = std::size_t{16} << 20;   // of those, bulk payload bytes
+  std::size_t fragment_size = std::size_t{64} << 10;  // chunk size; 0: never split
 };
 
 struct OutMessage {
   Seq seq = 0;
   Payload payload;
+  Lane lane = Lane::bulk;
+  std::size_t sent = 0;           // bytes written on the current connection
+  std::size_t window = 0;         // bytes it holds of the window (bulk, started)
+  bool started = false;           // its first chunk was written on the current connection
+  bool ever_sent = false;         // a chunk was written on some connection
+  bool ever_whole = false;        // its last chunk was written on some connection
+  bool withdraw_pending = false;  // withdrawn while partly written: dropped when complete
+};
+
+// One chunk to write: `bytes` of message `seq` starting at `offset`.
+struct Chunk {
+  Seq seq = 0;
+  Lane lane = Lane::bulk;
+  std::span<const std::byte> bytes;
+  std::size_t offset = 0;
+  bool more = false;    // more chunks of the message follow
+  bool first = false;   // the message's first chunk on this connection
+  bool replay = false;  // the message was written on an earlier connection
 };
 
 // What a session reset hands back to the application, oldest first.
@@ -63,8 +103,7 @@ class OutQueue {
  public:
   // `budget` must outlive the queue (the messenger's); the queue returns its share on
   // destruction and in take_all().
-  OutQueue(const QueueLimits& limits, QueueBudget& budget) noexcept
-      : limits_(limits), budget_(&budget) {}
+  OutQueue(const QueueLimits& limits, QueueBudget& budget) noexcept;
   OutQueue(const OutQueue&) = delete;
   OutQueue& operator=(const OutQueue&) = delete;
   OutQueue(OutQueue&&) = delete;
@@ -72,48 +111,63 @@ class OutQueue {
   ~OutQueue();
 
   // Queues a message; returns its sequence number. Errors: Errc::resource_exhausted (this
-  // session's or the messenger's bound is reached; nothing was queued).
-  Result<Seq> push(Payload payload);
+  // session's or the messenger's bound is reached; nothing was queued; an episode starts).
+  Result<Seq> push(Payload payload, Lane lane = Lane::bulk);
 
-  // The next message to write on the current connection, or null (nothing left, or the
-  // window is full). Valid until the next non-const call.
-  const OutMessage* next() const noexcept;
-  // The message next() returned was written (accepted by the stream).
+  // The next chunk to write on the current connection, or none (nothing left, or the
+  // window is full). Its bytes are valid until the next non-const call.
+  std::optional<Chunk> next() const noexcept;
+  // The chunk next() returned was written (accepted by the stream).
   void mark_written() noexcept;
 
   // The peer has delivered every message up to `ack`: they leave the queue. Older or equal
   // acks change nothing. Errors: Errc::protocol_error when `ack` names a message never
-  // written (a peer acknowledging the future is broken).
+  // written whole (a peer acknowledging the future is broken).
   Result<void> ack(Seq ack);
-  // The connection was lost: every message still queued is to be written again, in order,
-  // on the next connection.
-  void rewind() noexcept { cursor_ = 0, inflight_bytes_ = 0; }
+  // The connection was lost: every message still queued is to be written again, from its
+  // first chunk, on the next connection.
+  void rewind() noexcept;
   // Drops the payload of message `seq` if it is still queued (it keeps its number and
-  // goes out empty); false when it is not queued. out_queue_withdraw.cc.
+  // goes out empty; one partly written goes out whole first); false when it is not queued.
+  // out_queue_withdraw.cc.
   bool withdraw(Seq seq) noexcept;
   // Session reset: empties the queue, handing every message back (see Handback).
   Handback take_all();
 
+  // Ends a refusal episode: true once after push() refused, when this queue is at or below
+  // half its bounds and the messenger-wide budget too.
+  bool take_writable() noexcept;
+  bool refused() const noexcept { return refused_; }
+
   std::size_t size() const noexcept { return q_.size(); }
   std::size_t bytes() const noexcept { return bytes_; }
-  std::size_t in_flight() const noexcept { return cursor_; }
+  std::size_t in_flight() const noexcept { return started_; }
   Seq acked() const noexcept { return acked_; }
   Seq last_queued() const noexcept { return next_seq_ - 1; }
   // The highest sequence number ever written on any connection (0: none).
   Seq highest_written() const noexcept { return highest_written_; }
 
  private:
+  std::size_t lane_index(Lane lane) const noexcept { return static_cast<std::size_t>(lane); }
+  std::size_t next_in_lane(std::size_t from, Lane lane) const noexcept;
+  bool admits(const OutMessage& m) const noexcept;
+  Chunk chunk_of(const OutMessage& m) const noexcept;
+  void drop_payload(OutMessage& m) noexcept;
   void drop_front();
+  void end_episode() noexcept;
 
   QueueLimits limits_;
   QueueBudget* budget_;
   std::deque<OutMessage> q_;
-  std::size_t cursor_ = 0;  // q_[0, cursor_) written on the current connection
+  std::array<std::size_t, kLanes> cursor_{};  // per lane: index of the next message to start
+  std::array<Seq, kLanes> partial_{};         // per lane: the message partly written (0: none)
+  std::size_t started_ = 0;                   // messages started on this connection
   std::size_t bytes_ = 0;
-  std::size_t inflight_bytes_ = 0;
+  std::size_t inflight_bytes_ = 0;  // bulk payload bytes of the started messages
   Seq next_seq_ = 1;
   Seq acked_ = 0;
   Seq highest_written_ = 0;
+  bool refused_ = false;
 };
 
 }  // namespace rmsg::msg

@@ -34,6 +34,7 @@ Session& Messenger::Impl::session_for(NodeId peer) {
 
 void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report) {
   msg::Handback h = s.out->take_all();
+  const bool refused = s.out->refused();
   s.out = std::make_unique<msg::OutQueue>(limits_, budget_);
   s.in = msg::InState(ack_policy_);
   s.my_cookie = new_cookie();
@@ -52,6 +53,7 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
     emit(SessionEvent{SessionEvent::Kind::reset, s.peer, why, std::move(h.unknown),
                       std::move(h.unsent)});
   }
+  if (refused) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
 }
 
 void Messenger::Impl::emit(SessionEvent event) {

@@ -18,34 +18,16 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       auto h = msg::decode_message_header(f.segment(0));
       if (!h) return fail(id, bad);
       if (!s->out->ack(h->ack)) return fail(id, make_error_code(MessengerErrc::bad_ack));
-      switch (s->in.check(h->seq)) {
-        case msg::InState::Verdict::duplicate:
-          hot_.duplicates_dropped.add_owned();
-          break;
-        case msg::InState::Verdict::gap:
-          return fail(id, make_error_code(MessengerErrc::sequence_gap));
-        case msg::InState::Verdict::deliver: {
-          const NodeId peer = c.peer;
-          const Cookie session = s->my_cookie;
-          dispatch_(peer, f.segment(1));
-          hot_.delivered.add_owned();
-          // The callback may have dropped the session or this connection (a send from it
-          // can fail the connection). The message was handed over either way: unless the
-          // session itself went, it counts as delivered, or the replay on the next
-          // connection would dispatch it a second time.
-          s = find_session(peer);
-          if (s == nullptr || s->my_cookie != session) return;
-          const bool ack_due = s->in.delivered(loop_.now());
-          if (s->conn != id) return;
-          Connection* cc = find_connection(id);
-          if (ack_due) {
-            send_ack(*cc, *s);
-          } else {
-            arm_ack_timer(*cc, *s);
-          }
-          break;
-        }
+      auto r = c.reasm->feed(s->in, h->seq, h->flags, f.segment(1));
+      if (!r) return fail(id, r.error());
+      if (r.value() == msg::Reassembler::Outcome::duplicate) hot_.duplicates_dropped.add_owned();
+      if (r.value() == msg::Reassembler::Outcome::complete) {
+        const NodeId peer = c.peer;
+        deliver(c, *s, h->seq, f);
+        s = find_session(peer);
+        if (s == nullptr || s->conn != id) return;
       }
+      note_room(*s);
       pump(*s);  // the piggybacked ack may have opened the window
       return;
     }
@@ -54,6 +36,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       if (!v) return fail(id, bad);
       if (!s->out->ack(v->value)) return fail(id, make_error_code(MessengerErrc::bad_ack));
       hot_.acks_received.add_owned();
+      note_room(*s);
       pump(*s);
       return;
     }
@@ -72,21 +55,58 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
   }
 }
 
+void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, msg::Frame& f) {
+  const ConnId id = c.id;
+  const NodeId peer = c.peer;
+  const Cookie session = s.my_cookie;
+  // A message in pieces leaves the connection's buffer first: the callback may close the
+  // connection.
+  const std::vector<std::byte> whole = c.reasm->take_buffer();
+  dispatch_(peer, whole.empty() ? f.segment(1) : std::span<const std::byte>(whole));
+  hot_.delivered.add_owned();
+  // The callback may have dropped the session or this connection (a send from it can fail
+  // the connection). The message was handed over either way: unless the session itself
+  // went, it counts as delivered, or the replay on the next connection would dispatch it a
+  // second time.
+  Session* ss = find_session(peer);
+  if (ss == nullptr || ss->my_cookie != session) return;
+  const bool ack_due = ss->in.delivered(seq, loop_.now());
+  if (ss->conn != id) return;
+  Connection* cc = find_connection(id);
+  if (ack_due) {
+    send_ack(*cc, *ss);
+  } else {
+    arm_ack_timer(*cc, *ss);
+  }
+}
+
+void Messenger::Impl::note_room(Session& s) {
+  if (budget_.refused_queues == 0) return;
+  if (s.out->take_writable()) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
+  if (budget_.refused_queues == 0 || !budget_.below_half()) return;
+  // Others refused because of the messenger-wide budget: this ack may have made room.
+  for (auto& [peer, other] : sessions_) {
+    if (other->out->take_writable()) {
+      emit(SessionEvent{SessionEvent::Kind::writable, other->peer, {}, {}, {}});
+    }
+  }
+}
+
 void Messenger::Impl::pump(Session& s) {
   Connection* c = s.conn != 0 ? find_connection(s.conn) : nullptr;
   if (c == nullptr || c->state != Connection::State::open) return;
   bool wrote = false;
   while (c->pending_bytes() < options_.write_buffer) {
-    const msg::OutMessage* m = s.out->next();
-    if (m == nullptr) break;
-    const auto header = msg::encode(msg::MessageHeader{m->seq, s.in.in_seq(), 0});
-    const msg::Segment segs[2] = {{header, 0}, {m->payload, 0}};
+    const std::optional<msg::Chunk> m = s.out->next();
+    if (!m) break;
+    const auto header = msg::encode(
+        msg::MessageHeader{m->seq, s.in.in_seq(), msg::message_flags(m->lane, m->more)});
+    const msg::Segment segs[2] = {{header, 0}, {m->bytes, 0}};
     if (!queue_frame(*c, FrameType::message, segs)) break;
-    if (s.out->highest_written() != 0 && msg::seq_at_or_before(m->seq, s.out->highest_written())) {
-      hot_.replayed.add_owned();
-    }
+    if (m->first && m->replay) hot_.replayed.add_owned();
+    if (m->first) counters_.counter("msg.sent").add_owned();
+    if (m->more || !m->first) counters_.counter("msg.fragments").add_owned();
     s.out->mark_written();
-    counters_.counter("msg.sent").add_owned();
     wrote = true;
   }
   if (wrote) {
