@@ -85,8 +85,9 @@ struct Connection {
   TimerId keepalive = 0;  // open: the liveness tick
   Clock::time_point last_rx{};
   Clock::time_point last_tx{};
-  bool holds_slot = false;  // counts against max_handshakes
-  bool reading = false;     // inside on_readable (re-entrancy guard)
+  bool holds_slot = false;     // counts against max_handshakes
+  bool reading = false;        // inside on_readable (re-entrancy guard)
+  bool pump_deferred = false;  // a pump() continuation is queued on the loop
 
   std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
 };

@@ -116,7 +116,24 @@ void Messenger::Impl::pump(Session& s) {
       c->ack_timer = 0;
     }
   }
+  const ConnId id = c->id;
   flush(*c);
+  // The stream took everything and chunks remain (a large message, which no ack will pull
+  // out): continue after the loop served the others, instead of in one go.
+  c = find_connection(id);
+  if (c == nullptr || c->pending_bytes() > 0 || c->pump_deferred || !s.out->next()) return;
+  c->pump_deferred = true;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.defer([weak, id] {
+    auto self = weak.lock();
+    if (!self) return;
+    Connection* cc = self->find_connection(id);
+    if (cc == nullptr) return;
+    cc->pump_deferred = false;
+    if (Session* ss = self->find_session(cc->peer); ss != nullptr && ss->conn == id) {
+      self->pump(*ss);
+    }
+  });
 }
 
 void Messenger::Impl::send_ack(Connection& c, Session& s) {
