@@ -44,7 +44,9 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.word = method;
   h.id = id;
   h.budget_us = budget_us(options.deadline - now);
-  auto ticket = messenger_->send_tracked(peer, msg::encode_rpc(h, body));
+  auto bytes = msg::encode_rpc(h, body);
+  const auto lane = lane_for(bytes.size());
+  auto ticket = messenger_->send_tracked(peer, std::move(bytes), lane);
   if (!ticket) return ticket.error();
   std::weak_ptr<Impl> weak = weak_from_this();
   Call c;
@@ -122,7 +124,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
   msg::RpcHeader h;
   h.kind = msg::RpcKind::cancel;
   h.id = id;
-  if (!messenger_->send(peer, msg::encode_rpc(h, {}))) {
+  if (!messenger_->send(peer, msg::encode_rpc(h, {}), {Messenger::Lane::priority})) {
     counters_.counter("rpc.cancel_not_sent").add_owned();
   }
   RpcResponse r;
@@ -140,7 +142,9 @@ Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
   msg::RpcHeader h;
   h.kind = msg::RpcKind::oneway;
   h.word = method;
-  RMSG_TRY(messenger_->send(peer, msg::encode_rpc(h, body)));
+  auto bytes = msg::encode_rpc(h, body);
+  const auto lane = lane_for(bytes.size());
+  RMSG_TRY(messenger_->send(peer, std::move(bytes), lane));
   peer_counters(peer).oneway_sent->add_owned();
   return {};
 }

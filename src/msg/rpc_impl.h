@@ -82,6 +82,13 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void fail_calls(NodeId peer, std::error_code why);  // peer 0: every call
   void shutdown();
 
+  // The messenger lane of an RPC message of `size` bytes: priority when it fits in one
+  // chunk (small calls, replies and cancels pass large messages), else bulk.
+  Messenger::SendOptions lane_for(std::size_t size) const noexcept {
+    const std::size_t f = options_.messenger.fragment_size;
+    return {f != 0 && size <= f ? Messenger::Lane::priority : Messenger::Lane::bulk};
+  }
+
   // rpc_server.cc
   void on_request(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
   void on_cancel(NodeId from, CallId id);

@@ -29,7 +29,9 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   if (dedupe) {
     if (const auto* stored = dedupe_.find(key)) {
       counters_.counter("rpc.server.dedupe_hits").add_owned();
-      if (!messenger_->send(from, *stored)) counters_.counter("rpc.reply_not_sent").add_owned();
+      if (!messenger_->send(from, std::vector<std::byte>(*stored), lane_for(stored->size()))) {
+        counters_.counter("rpc.reply_not_sent").add_owned();
+      }
       return;
     }
     if (pending_.contains(key)) {
@@ -104,7 +106,10 @@ void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, 
   h.id = id;
   auto bytes = msg::encode_rpc(h, body);
   if (dedupe) dedupe_.put({to, id}, bytes);
-  if (!messenger_->send(to, std::move(bytes))) counters_.counter("rpc.reply_not_sent").add_owned();
+  const auto lane = lane_for(bytes.size());
+  if (!messenger_->send(to, std::move(bytes), lane)) {
+    counters_.counter("rpc.reply_not_sent").add_owned();
+  }
 }
 
 RpcResponder& RpcResponder::operator=(RpcResponder&& other) noexcept {

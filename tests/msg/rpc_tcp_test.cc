@@ -2,6 +2,8 @@
 // them (a real RST): every call completes ok and each request ran exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "msg/rpc_real_fixture.h"
 
 namespace rmsg::testing {
@@ -19,6 +21,86 @@ class RpcTcpTest : public RpcRealTest {
 
 TEST_F(RpcTcpTest, CallsSurviveKilledConnectionsExactlyOnce) {
   calls_with_kills(4000, 128, 700, std::chrono::seconds(30));
+}
+
+// Lanes and fragments (docs/messenger.md, Flow control): 64-byte calls one after another
+// while 4 MiB calls keep the connection busy, with 64 KiB chunks and without. Every call
+// completes ok; the small calls' latencies are printed (docs/perf.md), not asserted.
+class RpcTcpFlowTest : public RpcTcpTest {
+ protected:
+  void start_with(RpcSide& side, NodeId id, std::size_t fragment_size) {
+    RpcOptions o = rpc_options(id);
+    o.messenger.fragment_size = fragment_size;
+    auto streams = std::make_unique<KillableStreams>(*loop_);
+    side.streams = streams.get();
+    auto ep = RpcAccess::create(*loop_, o, std::move(streams), {});
+    ASSERT_TRUE(ep.ok());
+    side.ep = std::move(ep).value();
+    auto bound =
+        side.ep->messenger().listen(SocketAddress::from_host_port(host(), 0).value(), params());
+    ASSERT_TRUE(bound.ok());
+    side.address = bound.value();
+  }
+  // Returns the small calls' latencies (us), sorted.
+  std::vector<double> small_beside_large(std::size_t fragment_size) {
+    a_.ep.reset();
+    b_.ep.reset();
+    start_with(a_, kA, fragment_size);
+    start_with(b_, kB, fragment_size);
+    ConnectionParams pb = params();
+    pb.peer = SocketAddress::parse(b_.address).value();
+    EXPECT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
+    b_.ep->handle(1, [](const RpcRequest& r, RpcResponder reply) { reply.ok(r.body); });
+    b_.ep->handle(2, [](const RpcRequest&, RpcResponder reply) { reply.ok(); });
+    const std::vector<std::byte> big((std::size_t{4} << 20) - 64);  // with its header: 4 MiB
+    const std::vector<std::byte> small(64);
+    const auto deadline = [&] { return loop_->now() + std::chrono::seconds(20); };
+    int big_done = 0, big_sent = 0, failed = 0;
+    bool small_out = false;
+    std::vector<double> lat;
+    const int kBig = 12;
+    const bool done = loop_->run_for(
+        [&] {
+          // Two large calls outstanding at a time, and one small call.
+          while (big_sent < kBig && big_sent - big_done < 2) {
+            ++big_sent;
+            auto id = a_.ep->call(kB, 2, big, {deadline()}, [&](RpcResponse r) {
+              ++big_done;
+              failed += r.error ? 1 : 0;
+            });
+            EXPECT_TRUE(id.ok());
+          }
+          if (!small_out && big_done < kBig && big_sent > big_done) {
+            small_out = true;
+            auto id = a_.ep->call(kB, 1, small, {deadline()}, [&](RpcResponse r) {
+              small_out = false;
+              failed += r.error ? 1 : 0;
+              lat.push_back(std::chrono::duration<double, std::micro>(r.latency).count());
+            });
+            EXPECT_TRUE(id.ok());
+          }
+          return big_done == kBig && !small_out;
+        },
+        std::chrono::seconds(30));
+    EXPECT_TRUE(done);
+    EXPECT_EQ(failed, 0);
+    EXPECT_FALSE(lat.empty());
+    std::sort(lat.begin(), lat.end());
+    return lat;
+  }
+};
+
+TEST_F(RpcTcpFlowTest, SmallCallsBesideLargeOnesWithAndWithoutFragments) {
+  const auto pct = [](const std::vector<double>& v, double p) {
+    return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<std::size_t>(p * v.size()))];
+  };
+  for (const std::size_t f : {std::size_t{64} << 10, std::size_t{0}}) {
+    const auto lat = small_beside_large(f);
+    std::printf(
+        "[ flow     ] 64 B calls beside 4 MiB calls, fragment_size %zu: %zu calls, "
+        "median %.0f us, p99 %.0f us, max %.0f us\n",
+        f, lat.size(), pct(lat, 0.5), pct(lat, 0.99), lat.empty() ? 0.0 : lat.back());
+  }
 }
 
 }  // namespace
