@@ -186,6 +186,14 @@ class Messenger {
   Result<Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
                               const SendOptions& options);
   Result<void> send(NodeId peer, std::vector<std::byte> payload, const SendOptions& options);
+  // Graceful shutdown: from now on send() refuses (Errc::closed); incoming messages are
+  // still dispatched. Once every session's queue is acknowledged, or at `deadline`
+  // (messages still queued then are lost), every connection gets a close frame and a
+  // graceful close, the sessions are dropped without events, and `done` runs (on the loop,
+  // never inside this call). The messenger then stays closed. Called again, or after the
+  // drain: `done` runs on the next turn. Destroying the messenger during the drain closes
+  // at once and does not run `done`.
+  void shutdown(Clock::time_point deadline, std::function<void()> done);
   // ---- end of Flow control ----
 
   // Drops the session with `peer` now (its connection closes; no event; queued messages

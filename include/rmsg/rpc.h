@@ -175,6 +175,16 @@ class RpcEndpoint {
   // RpcErrc::shutting_down now; the messenger stays (replies still go out).
   void shutdown();
 
+  // ---- Flow control (docs/messenger.md, Flow control) ----
+  // Graceful shutdown: call() and notify() refuse (RpcErrc::shutting_down) and requests
+  // that arrive are answered shutting_down; outstanding calls and pending responders get
+  // until `deadline` to complete. Then the calls still outstanding complete with
+  // RpcErrc::shutting_down and the messenger drains its queues (replies included) until
+  // `deadline` (Messenger::shutdown(deadline, done)); `done` runs after that, on the loop,
+  // never inside this call. Destroying the endpoint during it does not run `done`.
+  void shutdown(Clock::time_point deadline, std::function<void()> done);
+  // ---- end of Flow control ----
+
   std::optional<RpcPeerStats> peer_stats(NodeId peer) const;
   // rpc.* counters and per peer rpc.peer.<id>.* counters and the rpc.peer.<id>.call_ns
   // histogram (docs/messenger.md lists them).

@@ -141,6 +141,9 @@ Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload,
 bool Messenger::withdraw(NodeId peer, Ticket ticket) {
   return impl_->withdraw(peer, ticket);
 }
+void Messenger::shutdown(Clock::time_point deadline, std::function<void()> done) {
+  impl_->drain(deadline, std::move(done));
+}
 void Messenger::mark_down(NodeId peer) {
   impl_->mark_down(peer);
 }

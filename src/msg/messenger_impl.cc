@@ -64,6 +64,7 @@ void Messenger::Impl::mark_down(NodeId peer) {
   if (s->outbound != 0) drop(s->outbound, false);
   if (s->timer != 0) loop_.cancel_timer(s->timer);
   sessions_.erase(peer);
+  check_drained();
 }
 
 std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer) const {
@@ -76,6 +77,10 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
 
 void Messenger::Impl::shutdown() {
   shutting_down_ = true;
+  draining_ = false;  // the destructor during a drain: done() is not called
+  if (drain_timer_ != 0) loop_.cancel_timer(drain_timer_);
+  drain_timer_ = 0;
+  drain_done_ = nullptr;
   for (auto& l : listeners_) l.close();
   listeners_.clear();
   std::vector<ConnId> ids;

@@ -109,11 +109,17 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<void> send(NodeId peer, std::vector<std::byte> payload);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
+  // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess).
   Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
-                                         const Messenger::SendOptions& options);
+                                         const Messenger::SendOptions& options,
+                                         bool draining_ok = false);
   bool withdraw(NodeId peer, Messenger::Ticket ticket);
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
+  // messenger_drain.cc: the graceful shutdown.
+  void drain(Clock::time_point deadline, std::function<void()> done);
+  void check_drained();  // after acks or resets: finishes the drain once queues are empty
+  void finish_drain();
 
   EventLoop& loop() const noexcept { return loop_; }
   NodeId node_id() const noexcept { return options_.node_id; }
@@ -200,6 +206,10 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   ConnId next_conn_id_ = 1;
   std::uint64_t global_seq_ = 0;
   bool shutting_down_ = false;
+  bool draining_ = false;  // shutdown(deadline, done) is waiting for acks
+  bool drain_check_queued_ = false;
+  TimerId drain_timer_ = 0;
+  std::function<void()> drain_done_;
 };
 
 }  // namespace rmsg

@@ -188,6 +188,9 @@ Result<void> RpcEndpoint::notify(NodeId peer, std::uint32_t method,
                                  std::span<const std::byte> body) {
   return impl_->notify(peer, method, body);
 }
+void RpcEndpoint::shutdown(Clock::time_point deadline, std::function<void()> done) {
+  impl_->drain(deadline, std::move(done));
+}
 void RpcEndpoint::shutdown() {
   impl_->shutdown();
 }

@@ -69,6 +69,7 @@ void RpcEndpoint::Impl::complete(CallId id, RpcResponse response) {
   if (it == calls_.end()) return;
   Call c = std::move(it->second);
   calls_.erase(it);
+  check_drained();
   if (c.timer != 0) loop_.cancel_timer(c.timer);
   response.latency = loop_.now() - c.start;
   PeerCounters& pc = peer_counters(c.peer);

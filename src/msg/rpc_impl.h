@@ -81,6 +81,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void complete(CallId id, RpcResponse response);
   void fail_calls(NodeId peer, std::error_code why);  // peer 0: every call
   void shutdown();
+  // rpc_drain.cc: the graceful shutdown.
+  void drain(Clock::time_point deadline, std::function<void()> done);
+  void check_drained();  // after a call completed or a responder answered
+  void finish_drain();
 
   // The messenger lane of an RPC message of `size` bytes: priority when it fits in one
   // chunk (small calls, replies and cancels pass large messages), else bulk.
@@ -111,6 +115,11 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   msg::DedupeTable dedupe_;
   std::unordered_map<NodeId, PeerCounters> peers_;
   bool shut_ = false;
+  bool draining_ = false;
+  bool drain_check_queued_ = false;
+  Clock::time_point drain_deadline_{};
+  TimerId drain_timer_ = 0;
+  std::function<void()> drain_done_;
 };
 
 }  // namespace rmsg

@@ -29,7 +29,8 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   if (dedupe) {
     if (const auto* stored = dedupe_.find(key)) {
       counters_.counter("rpc.server.dedupe_hits").add_owned();
-      if (!messenger_->send(from, std::vector<std::byte>(*stored), lane_for(stored->size()))) {
+      if (!MessengerAccess::send_while_draining(*messenger_, from, std::vector<std::byte>(*stored),
+                                                lane_for(stored->size()))) {
         counters_.counter("rpc.reply_not_sent").add_owned();
       }
       return;
@@ -89,6 +90,7 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
   if (auto it = pending_.find({state.peer, state.id});
       it != pending_.end() && it->second.lock().get() == &state) {
     pending_.erase(it);
+    check_drained();
   }
   if (state.cancelled) {
     counters_.counter("rpc.server.reply_dropped").add_owned();
@@ -107,7 +109,9 @@ void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, 
   auto bytes = msg::encode_rpc(h, body);
   if (dedupe) dedupe_.put({to, id}, bytes);
   const auto lane = lane_for(bytes.size());
-  if (!messenger_->send(to, std::move(bytes), lane)) {
+  // Replies go out during the messenger's drain too (a request that arrives meanwhile is
+  // answered shutting_down rather than left to its caller's deadline).
+  if (!MessengerAccess::send_while_draining(*messenger_, to, std::move(bytes), lane)) {
     counters_.counter("rpc.reply_not_sent").add_owned();
   }
 }

@@ -36,6 +36,11 @@ struct MessengerAccess {
                                                    std::unique_ptr<StreamFactory> streams,
                                                    Messenger::DispatchCallback dispatch,
                                                    Messenger::EventCallback on_event);
+  // send_tracked() that a drain (Messenger::shutdown(deadline, done)) still accepts: RPC
+  // answers requests that arrive meanwhile (status shutting_down). messenger_drain.cc.
+  static Result<Messenger::Ticket> send_while_draining(Messenger& m, NodeId peer,
+                                                       std::vector<std::byte> payload,
+                                                       const Messenger::SendOptions& options);
 };
 
 }  // namespace rmsg

@@ -54,6 +54,7 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
                       std::move(h.unsent)});
   }
   if (refused) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
+  check_drained();
 }
 
 void Messenger::Impl::emit(SessionEvent event) {

@@ -81,6 +81,7 @@ void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, msg::Fram
 }
 
 void Messenger::Impl::note_room(Session& s) {
+  check_drained();
   if (budget_.refused_queues == 0) return;
   if (s.out->take_writable()) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
   if (budget_.refused_queues == 0 || !budget_.below_half()) return;

@@ -134,5 +134,34 @@ TEST_F(MessengerFlowTest, FaultsInsideFragmentedMessagesLoseNothing) {
   EXPECT_GT(a_.node.counter("msg.replayed"), 0u);
 }
 
+TEST_F(MessengerFlowTest, ShutdownDrainsEveryQueueThenCloses) {
+  start_both();
+  send_a(200, 3000);
+  bool finished = false;
+  const auto t0 = loop_->now();
+  a_.node.m->shutdown(t0 + std::chrono::seconds(5), [&] { finished = true; });
+  EXPECT_FALSE(finished);                               // never inside the call
+  EXPECT_TRUE(a_.node.send_next(kB).is(Errc::closed));  // refused from now on
+  ASSERT_TRUE(run([&] { return finished; }));
+  EXPECT_LT(loop_->now() - t0, std::chrono::seconds(5));  // drained, not timed out
+  EXPECT_EQ(b_.node.ledger.last[kA], 200u);               // everything arrived
+  expect_clean();
+  RUN_UNTIL_EVENTS(b_, Kind::disconnected, 1);
+  EXPECT_EQ(b_.node.events.back().error, make_error_code(MessengerErrc::peer_closed));
+  EXPECT_EQ(b_.node.count(Kind::reset), 0);
+}
+
+TEST_F(MessengerFlowTest, ShutdownGivesUpAtTheDeadline) {
+  start_a(options(kA));
+  ASSERT_TRUE(a_.node.m->add_peer(kB, loopback_params(kPortB)).ok());  // B never starts
+  send_a(5);
+  bool finished = false;
+  const auto t0 = loop_->now();
+  a_.node.m->shutdown(t0 + milliseconds(300), [&] { finished = true; });
+  ASSERT_TRUE(run([&] { return finished; }));
+  EXPECT_GE(loop_->now() - t0, milliseconds(300));
+  EXPECT_FALSE(a_.node.m->session_info(kB).has_value());  // sessions dropped
+}
+
 }  // namespace
 }  // namespace rmsg::testing
