@@ -88,6 +88,10 @@ struct RpcOptions {
   // Replies kept for MethodOptions::dedupe methods (all peers together, oldest evicted
   // first). 0: no table (dedupe methods run every time).
   std::size_t dedupe_entries = 4096;
+  // Flow control: requests from one peer whose responder is still pending, at which the
+  // endpoint stops reading that peer's connection (its further requests wait in its own
+  // queue and the stream: backpressure, nothing dropped) until one is answered. 0: no bound.
+  std::size_t max_pending_requests = 1024;
 };
 
 // What a handler gets. `body` is valid only during the handler call; copy what outlives it.

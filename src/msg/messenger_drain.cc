@@ -1,6 +1,6 @@
 // Messenger::Impl's graceful shutdown (docs/messenger.md, Flow control): refuse new sends,
 // wait until every queue is acknowledged or the deadline passes, then close every
-// connection with a close frame and call done().
+// connection with a close frame and call done(). And the receiving side's pause.
 #include <utility>
 
 #include "msg/messenger_impl.h"
@@ -54,6 +54,25 @@ void Messenger::Impl::finish_drain() {
   std::function<void()> done = std::move(drain_done_);
   shutdown();
   if (done) done();
+}
+
+void Messenger::Impl::set_paused(NodeId peer, bool paused) {
+  Session* s = find_session(peer);
+  if (s == nullptr || s->paused == paused) return;
+  s->paused = paused;
+  counters_.counter(paused ? "msg.read_pauses" : "msg.read_resumes").add_owned();
+  if (paused || s->conn == 0) return;
+  // Resume: what was stashed, then the stream (its readiness may have fired meanwhile).
+  if (Connection* c = find_connection(s->conn)) watch(*c);
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const ConnId id = s->conn;
+  loop_.defer([weak, id] {
+    if (auto self = weak.lock()) self->on_readable(id);
+  });
+}
+
+void MessengerAccess::set_paused(Messenger& m, NodeId peer, bool paused) {
+  m.impl_->set_paused(peer, paused);
 }
 
 Result<Messenger::Ticket> MessengerAccess::send_while_draining(Messenger& m, NodeId peer,

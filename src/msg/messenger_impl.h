@@ -58,6 +58,7 @@ struct Session {
   ConnId outbound = 0;
   TimerId timer = 0;
   bool ever_open = false;
+  bool paused = false;  // set_paused(): its connections are not read
 
   Session(const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
       : in(ack), backoff(backoff_policy) {}
@@ -85,9 +86,10 @@ struct Connection {
   TimerId keepalive = 0;  // open: the liveness tick
   Clock::time_point last_rx{};
   Clock::time_point last_tx{};
-  bool holds_slot = false;     // counts against max_handshakes
-  bool reading = false;        // inside on_readable (re-entrancy guard)
-  bool pump_deferred = false;  // a pump() continuation is queued on the loop
+  bool holds_slot = false;       // counts against max_handshakes
+  bool reading = false;          // inside on_readable (re-entrancy guard)
+  bool pump_deferred = false;    // a pump() continuation is queued on the loop
+  std::vector<std::byte> stash;  // read while its session's reading was paused
 
   std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
 };
@@ -164,6 +166,13 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Connection* find_connection(ConnId id);
   void watch(Connection& c);
   void on_readable(ConnId id);
+  // Decodes and handles `in`; false when the connection went or its reading paused (the
+  // rest is stashed).
+  bool consume(ConnId id, std::span<const std::byte> in);
+  bool read_paused(const Connection& c);
+  // The receiving side's bound (RPC's max_pending_requests; MessengerAccess::set_paused):
+  // stops or resumes reading the session's connections.
+  void set_paused(NodeId peer, bool paused);
   void flush(Connection& c);
   bool queue_frame(Connection& c, msg::FrameType type, std::span<const msg::Segment> segments);
   bool queue_control(Connection& c, msg::FrameType type, std::span<const std::byte> payload);

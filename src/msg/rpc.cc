@@ -116,6 +116,7 @@ void RpcEndpoint::Impl::drop_pending(NodeId peer) {
   while (it != pending_.end() && it->first.first == peer) {
     if (auto st = it->second.lock()) st->cancelled = true;
     it = pending_.erase(it);
+    count_pending(peer, -1);
   }
 }
 

@@ -49,6 +49,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     Counter* oneway_received = nullptr;
     Histogram* latency = nullptr;
     std::size_t outstanding = 0;
+    std::size_t pending = 0;  // requests from the peer whose responder is pending
+    bool paused = false;      // its connection is not read (max_pending_requests)
   };
   struct Method {
     Handler handler;
@@ -68,6 +70,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void on_message(NodeId from, std::span<const std::byte> payload);
   void on_event(SessionEvent event);
   void drop_pending(NodeId peer);
+  // A pending request of `peer` began (+1) or ended (-1): pauses or resumes reading it.
+  void count_pending(NodeId peer, int delta);
   PeerCounters& peer_counters(NodeId node);
   std::optional<RpcPeerStats> peer_stats(NodeId node) const;
 

@@ -47,6 +47,7 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   state->id = h.id;
   state->dedupe = dedupe;
   pending_[key] = state;
+  count_pending(from, +1);
   RpcRequest req;
   req.from = from;
   req.id = h.id;
@@ -90,6 +91,7 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
   if (auto it = pending_.find({state.peer, state.id});
       it != pending_.end() && it->second.lock().get() == &state) {
     pending_.erase(it);
+    count_pending(state.peer, -1);
     check_drained();
   }
   if (state.cancelled) {
@@ -97,6 +99,17 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
     return;
   }
   send_reply(state.peer, state.id, status, code, body, state.dedupe);
+}
+
+void RpcEndpoint::Impl::count_pending(NodeId peer, int delta) {
+  PeerCounters& pc = peer_counters(peer);
+  pc.pending = delta > 0 ? pc.pending + 1 : pc.pending - 1;
+  const std::size_t max = options_.max_pending_requests;
+  const bool pause = max != 0 && pc.pending >= max;
+  if (pause == pc.paused || messenger_ == nullptr) return;
+  pc.paused = pause;
+  if (pause) counters_.counter("rpc.server.read_paused").add_owned();
+  MessengerAccess::set_paused(*messenger_, peer, pause);
 }
 
 void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,

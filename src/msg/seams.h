@@ -38,6 +38,9 @@ struct MessengerAccess {
                                                    Messenger::EventCallback on_event);
   // send_tracked() that a drain (Messenger::shutdown(deadline, done)) still accepts: RPC
   // answers requests that arrive meanwhile (status shutting_down). messenger_drain.cc.
+  // Stops (or resumes) reading `peer`'s connections: the receiving side's bound (RPC's
+  // max_pending_requests). The peer's writes back up into its queue; nothing is dropped.
+  static void set_paused(Messenger& m, NodeId peer, bool paused);
   static Result<Messenger::Ticket> send_while_draining(Messenger& m, NodeId peer,
                                                        std::vector<std::byte> payload,
                                                        const Messenger::SendOptions& options);

@@ -190,6 +190,8 @@ void Messenger::Impl::keepalive_tick(ConnId id) {
   if (c == nullptr) return;
   const Clock::time_point now = loop_.now();
   const Duration idle = options_.idle_timeout;
+  // Not reading (paused) says nothing about the peer: the idle clock waits too.
+  if (read_paused(*c)) c->last_rx = now;
   if (idle > Duration::zero() && now - c->last_rx >= idle) {
     return fail(id, make_error_code(MessengerErrc::idle_timeout));
   }

@@ -412,5 +412,37 @@ TEST_F(RpcLoopbackTest, GracefulShutdownFailsWhatTheDeadlineLeaves) {
   ASSERT_TRUE(run([&] { return again; }));
 }
 
+// Bounded dispatch (RpcOptions::max_pending_requests): past the bound the server stops
+// reading the caller's connection; the requests wait on the caller's side (its queue is
+// not acknowledged) and every one is served once responders complete.
+TEST_F(RpcLoopbackTest, PendingRequestBoundStopsReadingUntilResponsesComplete) {
+  start(a_, kPortA, rpc_options(kA));
+  RpcOptions ob = rpc_options(kB);
+  ob.max_pending_requests = 4;
+  start_b(ob);
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, loopback_params(kPortB)).ok());
+  std::vector<CallId> ids;
+  for (int i = 0; i < 50; ++i) {
+    ids.push_back(call(kHold, "h" + std::to_string(i), std::chrono::seconds(300)).value());
+  }
+  ASSERT_TRUE(run([&] { return held_.size() == 4; }));
+  loop_->run_for([] { return false; }, std::chrono::seconds(30));  // idle timeouts included
+  EXPECT_EQ(held_.size(), 4u);  // no more dispatched while 4 are pending
+  EXPECT_GE(a_.ep->messenger().session_info(kB)->queued, 46u);  // waiting at the caller
+  EXPECT_EQ(b_.ep->messenger().counters().value("msg.errors.idle_timeout"), 0u);
+  EXPECT_EQ(a_.count(Kind::disconnected), 0);
+  std::size_t max_held = 0;
+  std::size_t answered = 0;
+  ASSERT_TRUE(run([&] {
+    max_held = std::max(max_held, held_.size() - answered);
+    if (answered < held_.size()) held_[answered++].ok(bytes_of("r"));
+    return done_.size() == 50;
+  }));
+  EXPECT_LE(max_held, 4u);
+  EXPECT_EQ(runs_, 50);
+  for (CallId id : ids) EXPECT_FALSE(done_[id].error) << done_[id].error.message();
+  EXPECT_GE(b_.ep->counters().value("rpc.server.read_paused"), 2u);
+}
+
 }  // namespace
 }  // namespace rmsg::testing

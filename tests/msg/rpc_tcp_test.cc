@@ -103,5 +103,59 @@ TEST_F(RpcTcpFlowTest, SmallCallsBesideLargeOnesWithAndWithoutFragments) {
   }
 }
 
+// Bounded dispatch over real TCP: B holds at most max_pending_requests responders and
+// stops reading A's connection meanwhile; A's 8 MiB of requests wait (its queue, the
+// socket buffers), none is lost, each runs once.
+TEST_F(RpcTcpFlowTest, PendingRequestBoundPushesBackOverTcp) {
+  RpcOptions ob = rpc_options(kB);
+  ob.max_pending_requests = 8;
+  start_with(a_, kA, std::size_t{64} << 10);
+  auto streams = std::make_unique<KillableStreams>(*loop_);
+  auto ep = RpcAccess::create(*loop_, ob, std::move(streams), {});
+  ASSERT_TRUE(ep.ok());
+  b_.ep = std::move(ep).value();
+  auto bound = b_.ep->messenger().listen(SocketAddress::parse("127.0.0.1:0").value(), params());
+  ASSERT_TRUE(bound.ok());
+  ConnectionParams pb = params();
+  pb.peer = SocketAddress::parse(bound.value()).value();
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
+  std::vector<RpcResponder> held;
+  int runs = 0;
+  b_.ep->handle(1, [&](const RpcRequest&, RpcResponder reply) {
+    ++runs;
+    held.push_back(std::move(reply));
+  });
+  constexpr int kCalls = 512;
+  int ok = 0, failed = 0;
+  const std::vector<std::byte> body(16 << 10);
+  for (int i = 0; i < kCalls; ++i) {
+    auto id = a_.ep->call(kB, 1, body, {loop_->now() + std::chrono::seconds(30)},
+                          [&](RpcResponse r) { (r.error ? failed : ok) += 1; });
+    ASSERT_TRUE(id.ok());
+  }
+  ASSERT_TRUE(loop_->run_for([&] { return held.size() == 8; }, std::chrono::seconds(10)));
+  loop_->run_for([] { return false; }, std::chrono::milliseconds(200));
+  EXPECT_EQ(held.size(), 8u);  // reading stopped at the bound
+  const auto queued = a_.ep->messenger().session_info(kB)->queued;
+  EXPECT_GE(queued, std::size_t{kCalls - 8});  // unacknowledged at A
+  std::size_t answered = 0;
+  std::size_t max_pending = 0;
+  ASSERT_TRUE(loop_->run_for(
+      [&] {
+        max_pending = std::max(max_pending, held.size() - answered);
+        while (answered < held.size()) held[answered++].ok();
+        return ok + failed == kCalls;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(ok, kCalls);
+  EXPECT_EQ(runs, kCalls);
+  EXPECT_LE(max_pending, 8u);
+  std::printf(
+      "[ flow     ] pending bound 8 over TCP: %d calls of 16 KiB, %zu waited at the "
+      "caller, %llu read pauses\n",
+      kCalls, queued,
+      static_cast<unsigned long long>(b_.ep->counters().value("rpc.server.read_paused")));
+}
+
 }  // namespace
 }  // namespace rmsg::testing
