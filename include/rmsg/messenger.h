@@ -5,7 +5,8 @@
 // Each messenger has a configured 64-bit node id. It keeps one session per peer node: the
 // messages to that peer, numbered from 1, kept until the peer acknowledged them, and
 // replayed in order on the next connection after a fault; the receiver drops what it
-// already has, so each message reaches the dispatch callback exactly once and in order.
+// already has, so each message reaches the dispatch callback exactly once and in order
+// (within its lane: a priority message may overtake bulk ones, see Flow control below).
 // A message is acknowledged once the dispatch callback returned ("handed to the
 // application"). Connections are made by the session itself (add_peer() tells it where
 // the peer listens), with jittered exponential backoff, at most max_handshakes at a time;
@@ -24,8 +25,9 @@
 // callback runs on the loop thread. Callbacks may call send(), add_peer() and mark_down(),
 // but must not destroy the messenger. The loop must outlive the messenger.
 //
-// Errors (send and events): Errc::resource_exhausted (a queue bound; nothing queued),
-// Errc::invalid_argument (node id 0 or our own, a payload over max_message_size),
+// Errors (send and events): Errc::resource_exhausted (a queue bound; nothing queued;
+// SessionEvent::writable follows), Errc::invalid_argument (node id 0 or our own, a payload
+// over max_message_size), Errc::closed (after shutdown() began),
 // MessengerErrc (below) and the wire's rmsg::msg WireErrc ("rmsg.msg.wire") for the reason
 // a connection closed.
 #pragma once

@@ -172,7 +172,9 @@ class RpcEndpoint {
   // Completes the call with RpcErrc::cancelled now (inside cancel()) and tells the server.
   // False when the call is not outstanding.
   bool cancel(CallId id);
-  // A one-way message: no id, no reply, delivered once and in order with the calls.
+  // A one-way message: no id, no reply, delivered once and in order with the calls of its
+  // size class (messages up to fragment_size take the priority lane and may overtake
+  // larger ones: docs/messenger.md, Flow control).
   Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
 
   // New requests are answered shutting_down; outstanding calls complete with
