@@ -57,7 +57,11 @@ class Reassembler {
   // The completed message: `bytes` itself when it came in one frame, else the buffer.
   std::span<const std::byte> payload() const noexcept { return whole_; }
   // Moves a buffered completed message out (empty when it came in one frame).
-  std::vector<std::byte> take_buffer() noexcept { return std::move(done_); }
+  std::vector<std::byte> take_buffer() noexcept {
+    std::vector<std::byte> out;
+    out.swap(done_);
+    return out;
+  }
 
  private:
   struct Partial {
