@@ -234,6 +234,8 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
 void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_delivered) {
   if (!s.out->ack(peer_delivered)) return fail(c.id, make_error_code(MessengerErrc::bad_ack));
   s.out->rewind();  // the peer has everything up to peer_delivered; the rest goes again
+  note_room(s);
+  c.reasm.emplace(options_.max_message_size, s.in.in_seq());
   if (c.deadline != 0) loop_.cancel_timer(c.deadline);
   c.deadline = 0;
   release_slot(c);
