@@ -228,7 +228,9 @@ class Messenger {
   // the application, RPC replies, cancels and small calls.
   // A send() refused with resource_exhausted starts a refusal episode: once the session's
   // queue (and the messenger's) is at or below half its bounds, one SessionEvent::writable
-  // for that peer ends it (once per episode; never without a refusal before).
+  // for that peer ends it (once per episode; never without a refusal before). A refusal on
+  // a foreign thread counts the same; the event runs on the peer's loop. The send()s with
+  // SendOptions are callable from any thread; send_tracked is loop-thread-only.
   enum class Lane : std::uint8_t { bulk = 0, priority = 1 };
   struct SendOptions {
     Lane lane = Lane::bulk;
@@ -243,7 +245,8 @@ class Messenger {
   // graceful close, the sessions are dropped without events, and `done` runs (on the loop,
   // never inside this call). The messenger then stays closed. Called again, or after the
   // drain: `done` runs on the next turn. Destroying the messenger during the drain closes
-  // at once and does not run `done`.
+  // at once and does not run `done`. Any thread; over several loops every loop drains its
+  // sessions and `done` runs once, on the loop that finished last.
   void shutdown(Clock::time_point deadline, std::function<void()> done);
   // ---- end of Flow control ----
 

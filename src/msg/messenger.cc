@@ -155,7 +155,8 @@ void Messenger::detach(ServiceId service) {
 }
 Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload,
                                                   ServiceId service) {
-  return front_->shard_of(peer).impl->send_tracked(peer, std::move(payload), service);
+  return front_->shard_of(peer).impl->send_tracked(peer, std::move(payload),
+                                                   SendOptions{.service = service});
 }
 Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload,
                                                   const SendOptions& options) {

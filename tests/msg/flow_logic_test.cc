@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "msg/admission.h"
 #include "msg/in_state.h"
 #include "msg/out_queue.h"
 #include "msg/reassembly.h"
@@ -122,6 +123,49 @@ TEST(OutQueueLanes, OneWritableEventPerRefusalBelowHalf) {
   EXPECT_EQ(budget.refused_queues, 0u);
   ASSERT_TRUE(q.ack(4).ok());
   EXPECT_FALSE(q.take_writable());
+}
+
+// A send refused on a foreign thread (its reservation failed, msg/admission.h) starts the
+// same episode as a refusal by push(): the loop's queue ends it with one writable.
+TEST(OutQueueLanes, AReservationRefusedElsewhereStartsTheSameEpisode) {
+  const QueueLimits limits{.max_messages = 4};
+  Admission admission(limits, 100, 1000);
+  OutQueue q(limits, admission.total(), &admission.session(7));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(admission.try_reserve(7, 1));
+    q.push_reserved(bytes(1));
+  }
+  while (q.next()) q.mark_written();
+  EXPECT_FALSE(admission.try_reserve(7, 1));  // as a send from another thread
+  EXPECT_TRUE(q.refused());
+  EXPECT_EQ(admission.total().refused_queues, 1u);
+  EXPECT_TRUE(q.push(bytes(1)).is(Errc::resource_exhausted));  // the same episode
+  EXPECT_EQ(admission.total().refused_queues, 1u);
+  ASSERT_TRUE(q.ack(1).ok());
+  EXPECT_FALSE(q.take_writable());  // 3 of 4
+  ASSERT_TRUE(q.ack(2).ok());
+  EXPECT_TRUE(q.take_writable());
+  EXPECT_FALSE(q.take_writable());
+  EXPECT_EQ(admission.total().refused_queues, 0u);
+  EXPECT_FALSE(admission.session(7).refused);
+}
+
+// The messenger-wide budget: a peer refused because of the total (its own budget has
+// room) ends its episode once the total is at half, whoever freed it.
+TEST(OutQueueLanes, TheTotalBudgetEndsEpisodesOfOtherQueues) {
+  const QueueLimits limits{.max_messages = 10};
+  Admission admission(limits, 4, 1000);
+  OutQueue a(limits, admission.total(), &admission.session(1));
+  OutQueue b(limits, admission.total(), &admission.session(2));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(a.push(bytes(1)).ok());
+  EXPECT_FALSE(admission.try_reserve(2, 1));  // the total is full
+  EXPECT_TRUE(b.refused());
+  EXPECT_FALSE(b.take_writable());
+  while (a.next()) a.mark_written();
+  ASSERT_TRUE(a.ack(2).ok());
+  EXPECT_TRUE(b.take_writable());
+  EXPECT_FALSE(a.take_writable());  // a was never refused
+  EXPECT_EQ(admission.total().refused_queues, 0u);
 }
 
 // The receiver's rules, fed by hand.
