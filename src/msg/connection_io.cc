@@ -57,7 +57,7 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
     Connection* c = find_connection(id);
     if (c == nullptr) return false;
     if (read_paused(*c)) {
-      // Bytes read but not decoded wait for resume_reading() (a request past the bound
+      // Bytes read but not decoded wait for set_paused(false) (a request past the bound
       // stays in the stream's buffers, not ours).
       c->stash.insert(c->stash.end(), in.begin(), in.end());
       c->stream.on_readable({});  // set_paused(false) watches it again
@@ -93,6 +93,10 @@ void Messenger::Impl::on_readable(ConnId id) {
   for (int round = 0; round < kReadsPerCallback; ++round) {
     Connection* c = find_connection(id);
     if (c == nullptr) return;
+    if (read_paused(*c)) {  // a frame just handled paused it: read no more
+      c->stream.on_readable({});
+      return;
+    }
     auto n = c->stream.read(buf);
     if (!n) {
       if (n.is(Errc::would_block)) return;
