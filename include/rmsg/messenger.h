@@ -5,7 +5,8 @@
 // Each messenger has a configured 64-bit node id. It keeps one session per peer node: the
 // messages to that peer, numbered from 1, kept until the peer acknowledged them, and
 // replayed in order on the next connection after a fault; the receiver drops what it
-// already has, so each message reaches the dispatch callback exactly once and in order.
+// already has, so each message reaches the dispatch callback exactly once and in order
+// (within its lane: a priority message may overtake bulk ones, see Flow control below).
 // A message is acknowledged once the dispatch callback returned ("handed to the
 // application"). Connections are made by the session itself (add_peer() tells it where
 // the peer listens), with jittered exponential backoff, at most max_handshakes at a time;
@@ -45,8 +46,9 @@
 // The loops must outlive the messenger and keep running until it is destroyed (or be
 // driven by the destroying thread): the destructor runs each loop's shutdown on that loop.
 //
-// Errors (send and events): Errc::resource_exhausted (a queue bound; nothing queued),
-// Errc::invalid_argument (node id 0 or our own, a payload over max_message_size),
+// Errors (send and events): Errc::resource_exhausted (a queue bound; nothing queued;
+// SessionEvent::writable follows), Errc::invalid_argument (node id 0 or our own, a payload
+// over max_message_size), Errc::closed (after shutdown() began),
 // MessengerErrc (below) and the wire's rmsg::msg WireErrc ("rmsg.msg.wire") for the reason
 // a connection closed.
 #pragma once
@@ -105,6 +107,7 @@ enum class MessengerErrc {
   peer_closed = 11,       // the peer closed the connection (a close frame or EOF)
   shutdown = 12,          // this messenger shut down or mark_down() dropped the session
   idle_timeout = 13,      // nothing received for idle_timeout (a half-open connection)
+  bad_fragment = 14,      // a malformed fragment sequence (docs/protocol.md, fragments)
 };
 const std::error_category& messenger_category() noexcept;
 inline std::error_code make_error_code(MessengerErrc e) noexcept {
@@ -121,6 +124,7 @@ struct SessionEvent {
     // (`transport`: the new one; error: what ended the previous connection, or
     // MessengerErrc::replaced when a probe moved it back; `time`: the loop's clock).
     switched,
+    writable,  // a send() refused with resource_exhausted may be retried (Flow control)
   };
   Kind kind = Kind::connected;
   NodeId peer = 0;
@@ -171,6 +175,9 @@ struct MessengerOptions {
   // connect + handshake and leaves the TCP connection alone when it fails.
   Duration probe_backoff_initial = std::chrono::milliseconds(500);
   Duration probe_backoff_max = std::chrono::seconds(30);
+  // Flow control (docs/messenger.md): messages larger than this go out in chunks of it,
+  // so that priority-lane messages, acks and keepalives pass between them. 0: never split.
+  std::size_t fragment_size = std::size_t{64} << 10;
 };
 
 class Messenger {
@@ -245,6 +252,35 @@ class Messenger {
   // session reset). Used by RPC (include/rmsg/rpc.h) for expired and cancelled calls.
   // Loop-thread-only.
   bool withdraw(NodeId peer, Ticket ticket);
+
+  // ---- Flow control (docs/messenger.md, Flow control) ----
+  // Lanes: bulk messages are delivered in the order sent; a priority message may overtake
+  // bulk messages sent before it (it waits behind at most one chunk of fragment_size), and
+  // priority messages keep their order among themselves. Meant for small messages: acks of
+  // the application, RPC replies, cancels and small calls.
+  // A send() refused with resource_exhausted starts a refusal episode: once the session's
+  // queue (and the messenger's) is at or below half its bounds, one SessionEvent::writable
+  // for that peer ends it (once per episode; never without a refusal before). A refusal on
+  // a foreign thread counts the same; the event runs on the peer's loop. The send()s with
+  // SendOptions are callable from any thread; send_tracked is loop-thread-only.
+  enum class Lane : std::uint8_t { bulk = 0, priority = 1 };
+  struct SendOptions {
+    Lane lane = Lane::bulk;
+    ServiceId service = 0;  // as send(peer, payload, service)
+  };
+  Result<Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
+                              const SendOptions& options);
+  Result<void> send(NodeId peer, std::vector<std::byte> payload, const SendOptions& options);
+  // Graceful shutdown: from now on send() refuses (Errc::closed); incoming messages are
+  // still dispatched. Once every session's queue is acknowledged, or at `deadline`
+  // (messages still queued then are lost), every connection gets a close frame and a
+  // graceful close, the sessions are dropped without events, and `done` runs (on the loop,
+  // never inside this call). The messenger then stays closed. Called again, or after the
+  // drain: `done` runs on the next turn. Destroying the messenger during the drain closes
+  // at once and does not run `done`. Any thread; over several loops every loop drains its
+  // sessions and `done` runs once, on the loop that finished last.
+  void shutdown(Clock::time_point deadline, std::function<void()> done);
+  // ---- end of Flow control ----
 
   // Drops the session with `peer` now (its connection closes; no event; queued messages
   // are lost) and forgets its address. The peer sees a reset when it comes back.

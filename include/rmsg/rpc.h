@@ -97,6 +97,10 @@ struct RpcOptions {
   // Replies kept for MethodOptions::dedupe methods (all peers together, oldest evicted
   // first). 0: no table (dedupe methods run every time).
   std::size_t dedupe_entries = 4096;
+  // Flow control: requests from one peer whose responder is still pending, at which the
+  // endpoint stops reading that peer's connection (its further requests wait in its own
+  // queue and the stream: backpressure, nothing dropped) until one is answered. 0: no bound.
+  std::size_t max_pending_requests = 1024;
 };
 
 // What a handler gets. `body` is valid only during the handler call; copy what outlives it.
@@ -185,12 +189,24 @@ class RpcEndpoint {
   // Completes the call with RpcErrc::cancelled now (inside cancel()) and tells the server.
   // False when the call is not outstanding.
   bool cancel(CallId id);
-  // A one-way message: no id, no reply, delivered once and in order with the calls.
+  // A one-way message: no id, no reply, delivered once and in order with the calls of its
+  // size class (messages up to fragment_size take the priority lane and may overtake
+  // larger ones: docs/messenger.md, Flow control).
   Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
 
   // New requests are answered shutting_down; outstanding calls complete with
   // RpcErrc::shutting_down now; the messenger stays (replies still go out).
   void shutdown();
+
+  // ---- Flow control (docs/messenger.md, Flow control) ----
+  // Graceful shutdown: call() and notify() refuse (RpcErrc::shutting_down) and requests
+  // that arrive are answered shutting_down; outstanding calls and pending responders get
+  // until `deadline` to complete. Then the calls still outstanding complete with
+  // RpcErrc::shutting_down and the messenger drains its queues (replies included) until
+  // `deadline` (Messenger::shutdown(deadline, done)); `done` runs after that, on the loop,
+  // never inside this call. Destroying the endpoint during it does not run `done`.
+  void shutdown(Clock::time_point deadline, std::function<void()> done);
+  // ---- end of Flow control ----
 
   std::optional<RpcPeerStats> peer_stats(NodeId peer) const;
   // rpc.* counters and per peer rpc.peer.<id>.* counters and the rpc.peer.<id>.call_ns

@@ -41,12 +41,17 @@ class Admission {
     return *b;
   }
   // Reserves one message of n bytes in `peer`'s budget and the total; false (nothing
-  // reserved) when either is full. OutQueue::push_reserved takes it over.
+  // reserved; a refusal episode starts, as for OutQueue::push) when either is full.
+  // OutQueue::push_reserved takes it over.
   bool try_reserve(std::uint64_t peer, std::size_t n) {
     QueueBudget& s = session(peer);
-    if (!s.try_reserve(n)) return false;
+    if (!s.try_reserve(n)) {
+      note_refused(s, total_);
+      return false;
+    }
     if (total_.try_reserve(n)) return true;
     s.release(1, n);
+    note_refused(s, total_);
     return false;
   }
   // Gives back a reservation that was never pushed (the shard went away first).

@@ -15,10 +15,10 @@ constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr int kReadsPerCallback = 16;  // then the rest is deferred: other streams get a turn
 
 const char* messenger_errc_name(int v) {
-  static constexpr std::array<const char*, 14> kNames = {
-      "unknown",           "peer_restarted",   "session_unknown", "lossy_fault", "wrong_node",
-      "handshake_timeout", "unexpected_frame", "sequence_gap",    "bad_ack",     "bad_payload",
-      "replaced",          "peer_closed",      "shutdown",        "idle_timeout"};
+  static constexpr std::array<const char*, 15> kNames = {
+      "unknown",           "peer_restarted",   "session_unknown", "lossy_fault",  "wrong_node",
+      "handshake_timeout", "unexpected_frame", "sequence_gap",    "bad_ack",      "bad_payload",
+      "replaced",          "peer_closed",      "shutdown",        "idle_timeout", "bad_fragment"};
   return v > 0 && v < static_cast<int>(kNames.size()) ? kNames[v] : "unknown";
 }
 
@@ -46,11 +46,58 @@ void Messenger::Impl::watch(Connection& c) {
   });
 }
 
+bool Messenger::Impl::read_paused(const Connection& c) {
+  if (c.state != Connection::State::open) return false;
+  const Session* s = find_session(c.peer);
+  return s != nullptr && s->paused;
+}
+
+bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
+  while (!in.empty()) {
+    Connection* c = find_connection(id);
+    if (c == nullptr) return false;
+    if (read_paused(*c)) {
+      // Bytes read but not decoded wait for set_paused(false) (a request past the bound
+      // stays in the stream's buffers, not ours).
+      c->stash.insert(c->stash.end(), in.begin(), in.end());
+      c->stream.on_readable({});  // set_paused(false) watches it again
+      return false;
+    }
+    const msg::DecodeEvent ev = c->decoder->feed(in);
+    if (ev == msg::DecodeEvent::error) {
+      fail(id, c->decoder->error());
+      return false;
+    }
+    if (ev != msg::DecodeEvent::frame) continue;
+    msg::Frame f = c->decoder->take_frame();
+    if (c->state == Connection::State::retired) continue;  // replaced: nothing delivered
+    if (c->state == Connection::State::open) {
+      on_open_frame(*c, f);
+    } else {
+      on_handshake_frame(*c, f);
+    }
+  }
+  return find_connection(id) != nullptr;
+}
+
 void Messenger::Impl::on_readable(ConnId id) {
   static thread_local std::array<std::byte, kReadChunk> buf;
+  if (Connection* c = find_connection(id); c != nullptr && read_paused(*c)) {
+    c->stream.on_readable({});  // set_paused(false) watches it again
+    return;
+  }
+  if (Connection* c = find_connection(id); c != nullptr && !c->stash.empty()) {
+    const std::vector<std::byte> stash = std::move(c->stash);
+    c->stash.clear();
+    if (!consume(id, stash)) return;
+  }
   for (int round = 0; round < kReadsPerCallback; ++round) {
     Connection* c = find_connection(id);
     if (c == nullptr) return;
+    if (read_paused(*c)) {  // a frame just handled paused it: read no more
+      c->stream.on_readable({});
+      return;
+    }
     auto n = c->stream.read(buf);
     if (!n) {
       if (n.is(Errc::would_block)) return;
@@ -61,21 +108,7 @@ void Messenger::Impl::on_readable(ConnId id) {
       const bool torn = c->decoder->finish() == msg::DecodeEvent::error;
       return fail(id, torn ? c->decoder->error() : make_error_code(MessengerErrc::peer_closed));
     }
-    std::span<const std::byte> in(buf.data(), n.value());
-    while (!in.empty()) {
-      c = find_connection(id);
-      if (c == nullptr) return;
-      const msg::DecodeEvent ev = c->decoder->feed(in);
-      if (ev == msg::DecodeEvent::error) return fail(id, c->decoder->error());
-      if (ev != msg::DecodeEvent::frame) continue;
-      msg::Frame f = c->decoder->take_frame();
-      if (c->state == Connection::State::retired) continue;  // replaced: nothing delivered
-      if (c->state == Connection::State::open) {
-        on_open_frame(*c, f);
-      } else {
-        on_handshake_frame(*c, f);
-      }
-    }
+    if (!consume(id, std::span<const std::byte>(buf.data(), n.value()))) return;
   }
   // More may be waiting: come back after the loop served the others.
   std::weak_ptr<Impl> weak = weak_from_this();

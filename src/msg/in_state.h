@@ -1,10 +1,13 @@
 // InState: the receiving half of a session. Pure logic (no I/O; time is passed in).
 //
-// Delivery: a message is delivered when its sequence number is the next one (in_seq + 1);
-// one at or before in_seq is a duplicate (a replay of something already delivered) and is
-// dropped; one further ahead is a gap, which a correct peer never produces (the stream is
-// ordered and replays start at our in_seq + 1): the connection is broken and closes with
-// Errc::protocol_error.
+// Delivery: in_seq is the last number up to which every message was delivered. Lanes
+// (docs/messenger.md, Flow control) let a priority message overtake a bulk one still
+// arriving, so a message above in_seq + 1 may be delivered first: it is remembered in
+// `ahead` (at most kMaxAhead numbers past in_seq) until the ones before it arrive, and
+// in_seq then moves past all of them. A message at or before in_seq, or one in `ahead`, is
+// a duplicate (a replay of something already delivered) and is dropped. Which arrival
+// orders are legal is the Reassembler's business (src/msg/reassembly.h); check() is the
+// single-lane rule (next or duplicate or gap).
 //
 // The ack point is "handed to the application's dispatch callback": the driver calls
 // delivered() after the callback returned, and only then can the sequence number be
@@ -18,11 +21,16 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 
 #include "msg/seq.h"
 #include "rmsg/loop_time.h"
 
 namespace rmsg::msg {
+
+// How far past in_seq a message may be delivered ahead of the ones before it; further is
+// a gap (a correct peer's window keeps it far below).
+inline constexpr Seq kMaxAhead = 65536;
 
 struct AckPolicy {
   std::uint32_t every = 32;                       // standalone ack after this many deliveries
@@ -36,17 +44,31 @@ class InState {
   explicit InState(const AckPolicy& policy) noexcept : policy_(policy) {}
 
   Verdict check(Seq seq) const noexcept {
-    if (seq == in_seq_ + 1) return Verdict::deliver;
-    return seq_at_or_before(seq, in_seq_) ? Verdict::duplicate : Verdict::gap;
+    if (is_duplicate(seq)) return Verdict::duplicate;
+    return seq == in_seq_ + 1 ? Verdict::deliver : Verdict::gap;
   }
-  // The message `in_seq() + 1` was handed to the dispatch callback (which returned).
-  // Returns true when a standalone ack is due at once (`every` reached).
-  bool delivered(Clock::time_point now) noexcept {
-    ++in_seq_;
+  bool is_duplicate(Seq seq) const noexcept {
+    if (seq_at_or_before(seq, in_seq_)) return true;
+    const Seq off = seq - in_seq_ - 1;
+    return off < ahead_.size() && ahead_[static_cast<std::size_t>(off)];
+  }
+  // Whether `seq` (not a duplicate) is close enough to in_seq to be delivered ahead.
+  bool within_reach(Seq seq) const noexcept { return seq - in_seq_ <= kMaxAhead; }
+  // The message `seq` (not a duplicate, within reach) was handed to the dispatch callback
+  // (which returned). Returns true when a standalone ack is due at once (`every` reached).
+  bool delivered(Seq seq, Clock::time_point now) {
+    const auto off = static_cast<std::size_t>(seq - in_seq_ - 1);
+    if (off >= ahead_.size()) ahead_.resize(off + 1, false);
+    ahead_[off] = true;
+    while (!ahead_.empty() && ahead_.front()) {
+      ahead_.pop_front();
+      ++in_seq_;
+    }
     if (unacked_ == 0) first_unacked_at_ = now;
     ++unacked_;
     return unacked_ >= policy_.every;
   }
+  bool delivered(Clock::time_point now) { return delivered(in_seq_ + 1, now); }
   // A frame carrying in_seq() was written.
   void note_ack_sent() noexcept { unacked_ = 0; }
   // Whether delivered messages wait for an ack, and from when a standalone one is due.
@@ -58,6 +80,7 @@ class InState {
  private:
   AckPolicy policy_;
   Seq in_seq_ = 0;
+  std::deque<bool> ahead_;  // [i]: in_seq + 1 + i was delivered
   std::uint32_t unacked_ = 0;
   Clock::time_point first_unacked_at_{};
 };

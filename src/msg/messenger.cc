@@ -42,6 +42,8 @@ class MessengerCategory final : public std::error_category {
         return "messenger shut down";
       case MessengerErrc::idle_timeout:
         return "nothing received for idle_timeout";
+      case MessengerErrc::bad_fragment:
+        return "malformed fragment sequence";
     }
     return "unknown messenger error";
   }
@@ -139,10 +141,22 @@ void Messenger::detach(ServiceId service) {
 }
 Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload,
                                                   ServiceId service) {
-  return front_->shard_of(peer).impl->send_tracked(peer, std::move(payload), service);
+  return front_->shard_of(peer).impl->send_tracked(peer, std::move(payload),
+                                                   SendOptions{.service = service});
+}
+Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload,
+                                                  const SendOptions& options) {
+  return front_->shard_of(peer).impl->send_tracked(peer, std::move(payload), options);
+}
+Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload,
+                             const SendOptions& options) {
+  return front_->send(peer, std::move(payload), options);
 }
 bool Messenger::withdraw(NodeId peer, Ticket ticket) {
   return front_->shard_of(peer).impl->withdraw(peer, ticket);
+}
+void Messenger::shutdown(Clock::time_point deadline, std::function<void()> done) {
+  front_->drain(deadline, std::move(done));
 }
 void Messenger::mark_down(NodeId peer) {
   front_->run_on(front_->owner(peer), [peer](Front::Shard& s) { s.impl->mark_down(peer); });

@@ -35,7 +35,7 @@ Messenger::Front::Front(const MessengerOptions& options)
     : options_(options),
       admission_(std::make_shared<msg::Admission>(
           msg::QueueLimits{options.session_max_messages, options.session_max_bytes,
-                           options.window_messages, options.window_bytes},
+                           options.window_messages, options.window_bytes, options.fragment_size},
           options.total_max_messages, options.total_max_bytes)) {}
 
 Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
@@ -62,6 +62,13 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
     *holder = std::make_shared<msg::ServiceTable>(impl->counters_.counter("msg.unknown_service"));
     (*holder)->attach(0, {dispatch, on_event});
     front->shards_.push_back(Shard{l, std::move(impl), *holder});
+  }
+  front->sweep_pending_ = std::make_unique<std::atomic<bool>[]>(front->shards_.size());
+  if (front->shards_.size() > 1) {
+    Front* f = front.get();
+    for (std::size_t i = 0; i < f->shards_.size(); ++i) {
+      f->shards_[i].impl->on_total_room_ = [f, i] { f->total_room(i); };
+    }
   }
   return front;
 }
@@ -116,36 +123,56 @@ void Messenger::Front::run_on(std::size_t i, std::function<void(Shard&)> f) {
 
 Result<void> Messenger::Front::send(NodeId peer, std::vector<std::byte> payload,
                                     ServiceId service) {
-  return send_tracked(peer, std::move(payload), service, {});
+  return send_tracked(peer, std::move(payload), Messenger::SendOptions{.service = service}, {});
+}
+
+Result<void> Messenger::Front::send(NodeId peer, std::vector<std::byte> payload,
+                                    const Messenger::SendOptions& options) {
+  return send_tracked(peer, std::move(payload), options, {});
 }
 
 Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> payload,
-                                            ServiceId service, Queued queued) {
+                                            const Messenger::SendOptions& options, Queued queued,
+                                            bool draining_ok) {
   if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
     return make_error_code(Errc::invalid_argument);
   }
   Shard& sh = shard_of(peer);
   if (sh.loop->in_loop_thread()) {
-    auto t = sh.impl->send_tracked(peer, std::move(payload), service);
+    auto t = sh.impl->send_tracked(peer, std::move(payload), options, draining_ok);
     if (!t) return t.error();
     if (queued) queued(t.value());
     return {};
   }
+  if (!draining_ok && draining_.load(std::memory_order_acquire)) {
+    return make_error_code(Errc::closed);
+  }
   const std::size_t n = payload.size();
   if (!admission_->try_reserve(peer, n)) {
+    // The same episode as a refusal on the loop: SessionEvent::writable follows there.
     sh.impl->counters_.counter("msg.send_refused").add();
     return make_error_code(Errc::resource_exhausted);
   }
   std::weak_ptr<Messenger::Impl> weak = sh.impl;
   std::shared_ptr<msg::Admission> admission = admission_;
-  sh.loop->post([weak, admission, peer, service, p = std::move(payload),
+  sh.loop->post([weak, admission, peer, options, p = std::move(payload),
                  queued = std::move(queued)]() mutable {
     auto self = weak.lock();
     if (!self) return admission->release(peer, p.size());
-    auto t = self->send_reserved(peer, std::move(p), service);
+    auto t = self->send_reserved(peer, std::move(p), options);
     if (t && queued) queued(*t);
   });
   return {};
+}
+
+void Messenger::Front::total_room(std::size_t from) {
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    if (i == from || sweep_pending_[i].exchange(true, std::memory_order_acq_rel)) continue;
+    run_on(i, [this, i](Shard& s) {
+      sweep_pending_[i].store(false, std::memory_order_release);
+      s.impl->sweep_writable();
+    });
+  }
 }
 
 Result<void> Messenger::Front::attach(ServiceId service, DispatchCallback dispatch,

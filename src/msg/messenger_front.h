@@ -7,6 +7,7 @@
 // the caller is on it, else posts (EventLoop::post, in order per posting thread).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -56,12 +57,22 @@ class Messenger::Front {
 
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
   Result<void> send(NodeId peer, std::vector<std::byte> payload, ServiceId service);
+  Result<void> send(NodeId peer, std::vector<std::byte> payload,
+                    const Messenger::SendOptions& options);
   // send_tracked() from any thread (RPC's calls from other threads): the bounds answer now;
   // `queued` gets the ticket on the owner's loop once the message is queued (inside this
   // call when the caller is on that loop; never when the shard shut down first).
   using Queued = std::function<void(Messenger::Ticket ticket)>;
-  Result<void> send_tracked(NodeId peer, std::vector<std::byte> payload, ServiceId service,
-                            Queued queued);
+  Result<void> send_tracked(NodeId peer, std::vector<std::byte> payload,
+                            const Messenger::SendOptions& options, Queued queued,
+                            bool draining_ok = false);
+  // Messenger::shutdown(deadline, done) over every shard (messenger_drain.cc): from now on
+  // sends from any thread are refused (Errc::closed); done runs once every shard drained,
+  // on the loop of the last one.
+  void drain(Clock::time_point deadline, std::function<void()> done);
+  // An ack on some shard made room in the total budget: the others look for sessions in a
+  // refusal episode (SessionEvent::writable). Coalesced: at most one sweep in flight each.
+  void total_room(std::size_t from);
   Result<void> attach(ServiceId service, DispatchCallback dispatch, EventCallback on_event);
   void detach(ServiceId service);
   // Several loops over RDMA: StreamFactory::listen_routed (owner() routes by affinity).
@@ -75,6 +86,8 @@ class Messenger::Front {
   std::unique_ptr<msg::AcceptRouter> router_;  // loop 0's; several loops over TCP only
   std::mutex services_mu_;
   std::set<ServiceId> attached_;  // attach()'s ids, for its synchronous answer
+  std::atomic<bool> draining_{false};
+  std::unique_ptr<std::atomic<bool>[]> sweep_pending_;  // per shard
 };
 
 }  // namespace rmsg

@@ -17,7 +17,7 @@ Messenger::Impl::Impl(EventLoop& loop, const MessengerOptions& options,
       admission_(std::move(admission)) {
   probe_policy_ = {options.probe_backoff_initial, options.probe_backoff_max};
   limits_ = {options.session_max_messages, options.session_max_bytes, options.window_messages,
-             options.window_bytes};
+             options.window_bytes, options.fragment_size};
   if (!admission_) {
     admission_ = std::make_shared<msg::Admission>(limits_, options.total_max_messages,
                                                   options.total_max_bytes);
@@ -58,7 +58,7 @@ void Messenger::Impl::set_policy(NodeId peer, SessionPolicy policy) {
 
 Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload,
                                    std::uint16_t service) {
-  auto r = send_tracked(peer, std::move(payload), service);
+  auto r = send_tracked(peer, std::move(payload), Messenger::SendOptions{.service = service});
   if (!r) return r.error();
   return {};
 }
@@ -73,6 +73,7 @@ void Messenger::Impl::mark_down(NodeId peer) {
   if (s->outbound != 0) drop(s->outbound, false);
   if (s->timer != 0) loop_.cancel_timer(s->timer);
   sessions_.erase(peer);
+  check_drained();
 }
 
 std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer) const {
@@ -91,6 +92,10 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
 
 void Messenger::Impl::shutdown() {
   shutting_down_ = true;
+  draining_ = false;  // the destructor during a drain: done() is not called
+  if (drain_timer_ != 0) loop_.cancel_timer(drain_timer_);
+  drain_timer_ = 0;
+  drain_done_ = nullptr;
   for (auto& l : listeners_) l.close();
   listeners_.clear();
   std::vector<ConnId> ids;

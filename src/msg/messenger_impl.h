@@ -26,6 +26,7 @@
 #include "msg/frame_types.h"
 #include "msg/in_state.h"
 #include "msg/out_queue.h"
+#include "msg/reassembly.h"
 #include "msg/reconnect_decision.h"
 #include "msg/seams.h"
 #include "msg/session_frames.h"
@@ -60,6 +61,7 @@ struct Session {
   TimerId timer = 0;
   bool ever_open = false;
   msg::FailoverState fo;  // transport policy state (session_failover.cc)
+  bool paused = false;    // set_paused(): its connections are not read
 
   Session(const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
       : in(ack), backoff(backoff_policy) {}
@@ -81,7 +83,8 @@ struct Connection {
   NodeId peer = 0;  // outbound: the target; inbound: 0 until its hello
   Stream stream;
   std::optional<msg::WireDecoder> decoder;
-  std::vector<std::byte> out;  // encoded frames not yet accepted by the stream
+  std::optional<msg::Reassembler> reasm;  // open: incoming fragments
+  std::vector<std::byte> out;             // encoded frames not yet accepted by the stream
   std::size_t out_off = 0;
   std::uint64_t attempt_cs = 0;  // outbound: the connect_seq our hello asked for
   TimerId deadline = 0;          // handshake timeout
@@ -94,7 +97,9 @@ struct Connection {
   bool sent_since_tick = false;
   bool holds_slot = false;               // counts against max_handshakes
   bool reading = false;                  // inside on_readable (re-entrancy guard)
+  bool pump_deferred = false;            // a pump() continuation is queued on the loop
   Transport transport = Transport::tcp;  // outbound: of its params; inbound: its listener's
+  std::vector<std::byte> stash;          // read while its session's reading was paused
 
   std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
 };
@@ -130,16 +135,22 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<void> send(NodeId peer, std::vector<std::byte> payload, std::uint16_t service = 0);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
+  // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess).
   Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
-                                         std::uint16_t service = 0);
+                                         const Messenger::SendOptions& options,
+                                         bool draining_ok = false);
   // A send from another thread: the caller reserved its share (Admission::try_reserve); on
-  // the loop it is queued whatever the bounds say, or released if the shard shut down.
-  // Returns the message's ticket; none when the shard shut down (nothing queued).
+  // the loop it is queued whatever the bounds say, or released if the shard shut down or
+  // drains. Returns the message's ticket; none when nothing was queued.
   std::optional<Messenger::Ticket> send_reserved(NodeId peer, std::vector<std::byte> payload,
-                                                 std::uint16_t service);
+                                                 const Messenger::SendOptions& options);
   bool withdraw(NodeId peer, Messenger::Ticket ticket);
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
+  // messenger_drain.cc: the graceful shutdown.
+  void drain(Clock::time_point deadline, std::function<void()> done);
+  void check_drained();  // after acks or resets: finishes the drain once queues are empty
+  void finish_drain();
 
   EventLoop& loop() const noexcept { return loop_; }
   NodeId node_id() const noexcept { return options_.node_id; }
@@ -176,6 +187,12 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void arm_ack_timer(Connection& c, Session& s, Clock::time_point now);
   void start_keepalive(Connection& c);
   void keepalive_tick(ConnId id);
+  // After acks freed room: ends refusal episodes (SessionEvent::writable): this session's,
+  // and, when the messenger-wide budget fell to half, those of this shard's other sessions
+  // (sweep_writable) and, through on_total_room_, those of the other shards.
+  void note_room(Session& s);
+  void sweep_writable();
+  void deliver(Connection& c, Session& s, msg::Seq seq, std::uint16_t service, msg::Frame& f);
 
   // session_failover.cc: transport policies, the fallback to TCP, probes back to RDMA.
   Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
@@ -197,6 +214,13 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Connection* find_connection(ConnId id);
   void watch(Connection& c);
   void on_readable(ConnId id);
+  // Decodes and handles `in`; false when the connection went or its reading paused (the
+  // rest is stashed).
+  bool consume(ConnId id, std::span<const std::byte> in);
+  bool read_paused(const Connection& c);
+  // The receiving side's bound (RPC's max_pending_requests; MessengerAccess::set_paused):
+  // stops or resumes reading the session's connections.
+  void set_paused(NodeId peer, bool paused);
   void flush(Connection& c);
   bool queue_frame(Connection& c, msg::FrameType type, std::span<const msg::Segment> segments);
   bool queue_control(Connection& c, msg::FrameType type, std::span<const std::byte> payload);
@@ -245,6 +269,13 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   ConnId next_conn_id_ = 1;
   std::uint64_t global_seq_ = 0;
   bool shutting_down_ = false;
+  bool draining_ = false;  // shutdown(deadline, done) is waiting for acks
+  bool drain_check_queued_ = false;
+  TimerId drain_timer_ = 0;
+  std::function<void()> drain_done_;
+  // Set by the front: asks every other shard to sweep_writable() on its loop (the total
+  // budget is shared, so an ack here may end an episode there).
+  std::function<void()> on_total_room_;
 };
 
 }  // namespace rmsg

@@ -7,14 +7,15 @@
 namespace rmsg {
 
 Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer, std::vector<std::byte> payload,
-                                                        std::uint16_t service) {
+                                                        const Messenger::SendOptions& options,
+                                                        bool draining_ok) {
   if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
     return make_error_code(Errc::invalid_argument);
   }
-  if (shutting_down_) return make_error_code(Errc::closed);
+  if (shutting_down_ || (draining_ && !draining_ok)) return make_error_code(Errc::closed);
   Session& s = session_for(peer);
   const Cookie session = s.my_cookie;
-  auto r = s.out->push(std::move(payload), service);
+  auto r = s.out->push(std::move(payload), static_cast<msg::Lane>(options.lane), options.service);
   if (!r) {
     counters_.counter("msg.send_refused").add_owned();
     return r.error();
@@ -30,15 +31,17 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer, std::vector
   return Messenger::Ticket{session, r.value()};
 }
 
-std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(NodeId peer,
-                                                                std::vector<std::byte> payload,
-                                                                std::uint16_t service) {
+std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(
+    NodeId peer, std::vector<std::byte> payload, const Messenger::SendOptions& options) {
+  // Accepted during a drain too: its verdict (queued) was given before the drain began.
   if (shutting_down_) {
     admission_->release(peer, payload.size());
     return std::nullopt;
   }
   Session& s = session_for(peer);
-  const Messenger::Ticket ticket{s.my_cookie, s.out->push_reserved(std::move(payload), service)};
+  const Messenger::Ticket ticket{
+      s.my_cookie, s.out->push_reserved(std::move(payload), static_cast<msg::Lane>(options.lane),
+                                        options.service)};
   hot_.queued.add_owned();
   if (s.state == Session::State::open) {
     pump(s);

@@ -1,67 +1,162 @@
 #include "msg/out_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace rmsg::msg {
 
 OutQueue::~OutQueue() {
   release(q_.size(), bytes_);
+  end_episode();
 }
 
-Result<Seq> OutQueue::push(Payload payload, std::uint16_t service) {
+Result<Seq> OutQueue::push(Payload payload, Lane lane, std::uint16_t service) {
+  // The budgets are the one source of truth for "full" (this peer's and the total), the
+  // same ones a send from another thread reserves in (msg/admission.h).
   const std::size_t n = payload.size();
-  if (!session_->try_reserve(n)) return make_error_code(Errc::resource_exhausted);
-  if (!budget_->try_reserve(n)) {
-    session_->release(1, n);
+  if (!session_->try_reserve(n)) {
+    note_refused(*session_, *budget_);
     return make_error_code(Errc::resource_exhausted);
   }
-  return push_reserved(std::move(payload), service);
+  if (!budget_->try_reserve(n)) {
+    session_->release(1, n);
+    note_refused(*session_, *budget_);
+    return make_error_code(Errc::resource_exhausted);
+  }
+  return push_reserved(std::move(payload), lane, service);
 }
 
-Seq OutQueue::push_reserved(Payload payload, std::uint16_t service) {
+Seq OutQueue::push_reserved(Payload payload, Lane lane, std::uint16_t service) {
+  const std::size_t n = payload.size();
   const Seq seq = next_seq_++;
-  bytes_ += payload.size();
-  q_.push_back(OutMessage{seq, std::move(payload), service});
+  // A lane with nothing left to start points past the end: the new message is its next,
+  // the other lanes' stay past the end.
+  const std::size_t end = q_.size();
+  for (const Lane l : {Lane::priority, Lane::bulk}) {
+    std::size_t& cursor = cursor_[lane_index(l)];
+    if (cursor == end && l != lane) cursor = end + 1;
+  }
+  q_.push_back(
+      OutMessage{.seq = seq, .payload = std::move(payload), .service = service, .lane = lane});
+  bytes_ += n;
   return seq;
 }
 
-const OutMessage* OutQueue::next() const noexcept {
-  if (cursor_ >= q_.size()) return nullptr;
-  const OutMessage& m = q_[cursor_];
+std::size_t OutQueue::next_in_lane(std::size_t from, Lane lane) const noexcept {
+  while (from < q_.size() && q_[from].lane != lane) ++from;
+  return from;
+}
+
+bool OutQueue::admits(const OutMessage& m) const noexcept {
   // The window admits one message whatever its size, so a message larger than
-  // window_bytes still goes out (alone).
-  if (cursor_ > 0 && (cursor_ + 1 > limits_.window_messages ||
-                      inflight_bytes_ + m.payload.size() > limits_.window_bytes)) {
-    return nullptr;
+  // window_bytes still goes out (alone). It always admits the oldest message: when the
+  // window is full of priority messages numbered after it, none of them can be
+  // acknowledged (acks are cumulative) before it is delivered.
+  if (started_ == 0 || &m == &q_.front()) return true;
+  if (started_ + 1 > limits_.window_messages) return false;
+  return m.lane == Lane::priority || inflight_bytes_ + m.payload.size() <= limits_.window_bytes;
+}
+
+Chunk OutQueue::chunk_of(const OutMessage& m) const noexcept {
+  const std::size_t left = m.payload.size() - m.sent;
+  const std::size_t n = limits_.fragment_size == 0 ? left : std::min(left, limits_.fragment_size);
+  return Chunk{.seq = m.seq,
+               .lane = m.lane,
+               .service = m.service,
+               .bytes = std::span(m.payload).subspan(m.sent, n),
+               .offset = m.sent,
+               .more = n < left,
+               .first = !m.started,
+               .replay = m.ever_sent};
+}
+
+std::optional<Chunk> OutQueue::next() const noexcept {
+  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+    const std::size_t l = lane_index(lane);
+    if (partial_[l] != 0)
+      return chunk_of(q_[static_cast<std::size_t>(partial_[l] - q_.front().seq)]);
+    if (cursor_[l] < q_.size() && admits(q_[cursor_[l]])) return chunk_of(q_[cursor_[l]]);
   }
-  return &m;
+  return std::nullopt;
 }
 
 void OutQueue::mark_written() noexcept {
-  const OutMessage& m = q_[cursor_];
-  inflight_bytes_ += m.payload.size();
+  const std::optional<Chunk> c = next();
+  if (!c) return;
+  const std::size_t l = lane_index(c->lane);
+  OutMessage& m = q_[static_cast<std::size_t>(c->seq - q_.front().seq)];
+  if (c->first) {
+    m.started = true;
+    ++started_;
+    if (m.lane == Lane::bulk) m.window = m.payload.size();
+    inflight_bytes_ += m.window;
+    cursor_[l] = next_in_lane(cursor_[l] + 1, m.lane);
+  }
+  m.sent += c->bytes.size();
+  m.ever_sent = true;
   highest_written_ = seq_max(highest_written_, m.seq);
-  ++cursor_;
+  if (c->more) {
+    partial_[l] = m.seq;
+    return;
+  }
+  partial_[l] = 0;
+  m.ever_whole = true;
+  if (m.withdraw_pending) drop_payload(m);
+}
+
+void OutQueue::rewind() noexcept {
+  for (OutMessage& m : q_) {
+    m.started = false;
+    m.sent = 0;
+    m.window = 0;
+    if (m.withdraw_pending) drop_payload(m);
+  }
+  started_ = 0;
+  inflight_bytes_ = 0;
+  partial_ = {};
+  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+    cursor_[lane_index(lane)] = next_in_lane(0, lane);
+  }
+}
+
+void OutQueue::drop_payload(OutMessage& m) noexcept {
+  const std::size_t n = m.payload.size();
+  bytes_ -= n;
+  release(0, n);
+  Payload{}.swap(m.payload);
+  m.withdraw_pending = false;
 }
 
 void OutQueue::drop_front() {
-  const std::size_t n = q_.front().payload.size();
-  if (cursor_ > 0) {
-    --cursor_;
-    inflight_bytes_ -= n;
+  OutMessage& m = q_.front();
+  const std::size_t l = lane_index(m.lane);
+  if (m.started) {
+    --started_;
+    inflight_bytes_ -= m.window;
   }
-  bytes_ -= n;
-  acked_ = q_.front().seq;
+  // A partly written message the peer acknowledged: it has the message (from an earlier
+  // connection) and drops the chunks it got of it here.
+  if (partial_[l] == m.seq) partial_[l] = 0;
+  bytes_ -= m.payload.size();
+  acked_ = m.seq;
   q_.pop_front();
+  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+    std::size_t& cursor = cursor_[lane_index(lane)];
+    cursor = cursor == 0 ? next_in_lane(0, lane) : cursor - 1;
+  }
 }
 
 Result<void> OutQueue::ack(Seq ack) {
   if (seq_at_or_before(ack, acked_)) return {};
-  if (seq_after(ack, highest_written_)) return make_error_code(Errc::protocol_error);
+  if (seq_after(ack, last_queued())) return make_error_code(Errc::protocol_error);
   // The budgets are given back once per ack, not per message (atomic operations).
   std::size_t count = 0;
   std::size_t freed = 0;
   while (!q_.empty() && seq_at_or_before(q_.front().seq, ack)) {
+    if (!q_.front().ever_whole) {
+      if (count > 0) release(count, freed);
+      return make_error_code(Errc::protocol_error);
+    }
     ++count;
     freed += q_.front().payload.size();
     drop_front();
@@ -75,17 +170,30 @@ Handback OutQueue::take_all() {
   Handback h;
   while (!q_.empty()) {
     OutMessage& m = q_.front();
-    const bool unknown = seq_at_or_before(m.seq, highest_written_) && highest_written_ != 0;
     const std::size_t n = m.payload.size();
-    (unknown ? h.unknown : h.unsent).push_back(std::move(m.payload));
-    (unknown ? h.unknown_services : h.unsent_services).push_back(m.service);
+    (m.ever_sent ? h.unknown : h.unsent).push_back(std::move(m.payload));
+    (m.ever_sent ? h.unknown_services : h.unsent_services).push_back(m.service);
     bytes_ -= n;
     release(1, n);
     q_.pop_front();
   }
-  cursor_ = 0;
+  cursor_ = {};
+  partial_ = {};
+  started_ = 0;
   inflight_bytes_ = 0;
   return h;
+}
+
+bool OutQueue::take_writable() noexcept {
+  if (!refused() || !session_->below_half() || !budget_->below_half()) return false;
+  return end_episode();
+}
+
+bool OutQueue::end_episode() noexcept {
+  // exchange: a refusal on another thread may start the episode again right after.
+  if (!session_->refused.exchange(false, std::memory_order_acq_rel)) return false;
+  budget_->refused_queues.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
 }
 
 }  // namespace rmsg::msg

@@ -4,24 +4,37 @@
 //
 // Every message gets its sequence number when it is queued and keeps it for ever: a
 // replay after a reconnect sends the same numbers again, so the receiver can drop what it
-// already has. The queue is [acked+1 ... next_seq-1] in order; a cursor splits it into
-// "written on the current connection" (before the cursor: in flight) and "not yet written
-// on it" (from the cursor on). rewind() moves the cursor back to the front when a
-// connection is lost; ack() drops messages off the front.
+// already has. The queue is [acked+1 ... next_seq-1] in order.
+//
+// Lanes and fragments (docs/messenger.md, Flow control): each message belongs to a lane,
+// bulk or priority. A message larger than `fragment_size` goes out as several chunks (one
+// frame each, all carrying its number). next() prefers the priority lane: a priority
+// message starts (or continues) before the next chunk of a bulk message, so a small
+// priority message waits behind at most one chunk. Within a lane messages start in number
+// order and a message's chunks are consecutive; a lane has at most one message partly
+// written. rewind() (the connection was lost) restarts every message from its first chunk;
+// ack() drops messages off the front (a partly written one too: the receiver already has
+// it and drops the rest of its chunks).
 //
 // Bounds: every queued message (in flight or not) counts against this session's limits
 // and against the messenger-wide QueueBudget shared by all sessions; push() refuses
 // (Errc::resource_exhausted) when either would be exceeded, so memory is bounded by
-// configuration, not by how long a peer stays away. The in-flight window (messages written
-// and not acknowledged) has its own, smaller bound: next() yields nothing while it is full.
+// configuration, not by how long a peer stays away. A refusal starts an episode that
+// take_writable() ends once the queue (and the budget) is below half its bounds. The
+// in-flight window (messages started on the connection and not acknowledged) has its own,
+// smaller bound: no new message starts while it is full (bytes count for bulk only),
+// except the oldest one queued, which the acks of all the others wait for.
 //
 // Threading: none (the messenger's loop thread owns it).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "msg/seq.h"
@@ -31,17 +44,28 @@ namespace rmsg::msg {
 
 using Payload = std::vector<std::byte>;
 
+// The lane of a message (its number is the lane byte of the message header's flags).
+enum class Lane : std::uint8_t { bulk = 0, priority = 1 };
+inline constexpr std::size_t kLanes = 2;
+
 // A bound on queued messages and their payload bytes: the messenger-wide total shared by
 // every session, and each session's own (msg/admission.h keeps both). Atomic, because a
 // send from a thread other than the session's loop reserves its share before it hands the
 // message over (docs/messenger.md, Threading); the OutQueue releases it when the message
 // leaves (acknowledged, withdrawn, handed back). A reservation never overshoots the bound;
 // two racing near it may both be refused.
+//
+// The budgets are also the one record of a refusal episode (SessionEvent::writable): a
+// refused reservation, on whatever thread, sets `refused` on the peer's budget (and counts
+// the peer in the total's `refused_queues`); the session's loop ends the episode
+// (OutQueue::take_writable) once both budgets are at or below half their bounds.
 struct QueueBudget {
   std::size_t max_messages = 0;
   std::size_t max_bytes = 0;
   std::atomic<std::size_t> messages{0};
   std::atomic<std::size_t> bytes{0};
+  std::atomic<bool> refused{false};            // a peer's budget: in a refusal episode
+  std::atomic<std::size_t> refused_queues{0};  // the total: peers in a refusal episode
   // Takes one message of n bytes; false (nothing taken) when it does not fit.
   bool try_reserve(std::size_t n) noexcept {
     if (messages.fetch_add(1, std::memory_order_relaxed) + 1 > max_messages) {
@@ -59,19 +83,51 @@ struct QueueBudget {
     messages.fetch_sub(count, std::memory_order_relaxed);
     bytes.fetch_sub(n, std::memory_order_relaxed);
   }
+  bool below_half() const noexcept {
+    return messages.load(std::memory_order_relaxed) <= max_messages / 2 &&
+           bytes.load(std::memory_order_relaxed) <= max_bytes / 2;
+  }
 };
 
+// Starts a refusal episode of the peer whose budget is `session` (any thread; once per
+// episode however many sends are refused).
+inline void note_refused(QueueBudget& session, QueueBudget& total) noexcept {
+  if (!session.refused.exchange(true, std::memory_order_acq_rel)) {
+    total.refused_queues.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
 struct QueueLimits {
-  std::size_t max_messages = 4096;                   // queued, in flight included
-  std::size_t max_bytes = std::size_t{64} << 20;     // payload bytes queued
-  std::size_t window_messages = 1024;                // written and not acknowledged
-  std::size_t window_bytes = std::size_t{16} << 20;  // of those, payload bytes
+  std::size_t max_messages = 4096;                    // queued, in flight included
+  std::size_t max_bytes = std::size_t{64} << 20;      // payload bytes queued
+  std::size_t window_messages = 1024;                 // started and not acknowledged
+  std::size_t window_bytes = std::size_t{16} << 20;   // of those, bulk payload bytes
+  std::size_t fragment_size = std::size_t{64} << 10;  // chunk size; 0: never split
 };
 
 struct OutMessage {
   Seq seq = 0;
   Payload payload;
   std::uint16_t service = 0;  // the session user it is for (MessageHeader::service)
+  Lane lane = Lane::bulk;
+  std::size_t sent = 0;           // bytes written on the current connection
+  std::size_t window = 0;         // bytes it holds of the window (bulk, started)
+  bool started = false;           // its first chunk was written on the current connection
+  bool ever_sent = false;         // a chunk was written on some connection
+  bool ever_whole = false;        // its last chunk was written on some connection
+  bool withdraw_pending = false;  // withdrawn while partly written: dropped when complete
+};
+
+// One chunk to write: `bytes` of message `seq` starting at `offset`.
+struct Chunk {
+  Seq seq = 0;
+  Lane lane = Lane::bulk;
+  std::uint16_t service = 0;
+  std::span<const std::byte> bytes;
+  std::size_t offset = 0;
+  bool more = false;    // more chunks of the message follow
+  bool first = false;   // the message's first chunk on this connection
+  bool replay = false;  // the message was written on an earlier connection
 };
 
 // What a session reset hands back to the application, oldest first.
@@ -87,7 +143,8 @@ class OutQueue {
  public:
   // `budget` (the messenger's) and `session` (this peer's, when given: it outlives the
   // session object; else the queue keeps its own from `limits`) must outlive the queue,
-  // which returns its share of both on destruction and in take_all().
+  // which returns its share of both on destruction and in take_all() (and ends a refusal
+  // episode on destruction: the session's next queue starts empty).
   OutQueue(const QueueLimits& limits, QueueBudget& budget, QueueBudget* session = nullptr) noexcept
       : limits_(limits),
         budget_(&budget),
@@ -100,41 +157,54 @@ class OutQueue {
   ~OutQueue();
 
   // Queues a message; returns its sequence number. Errors: Errc::resource_exhausted (this
-  // session's or the messenger's bound is reached; nothing was queued).
-  Result<Seq> push(Payload payload, std::uint16_t service = 0);
+  // session's or the messenger's bound is reached; nothing was queued; an episode starts).
+  Result<Seq> push(Payload payload, Lane lane = Lane::bulk, std::uint16_t service = 0);
   // push() of a message whose share of both budgets the caller already reserved
   // (QueueBudget::try_reserve on each): it cannot be refused.
-  Seq push_reserved(Payload payload, std::uint16_t service = 0);
+  Seq push_reserved(Payload payload, Lane lane = Lane::bulk, std::uint16_t service = 0);
 
-  // The next message to write on the current connection, or null (nothing left, or the
-  // window is full). Valid until the next non-const call.
-  const OutMessage* next() const noexcept;
-  // The message next() returned was written (accepted by the stream).
+  // The next chunk to write on the current connection, or none (nothing left, or the
+  // window is full). Its bytes are valid until the next non-const call.
+  std::optional<Chunk> next() const noexcept;
+  // The chunk next() returned was written (accepted by the stream).
   void mark_written() noexcept;
 
   // The peer has delivered every message up to `ack`: they leave the queue. Older or equal
   // acks change nothing. Errors: Errc::protocol_error when `ack` names a message never
-  // written (a peer acknowledging the future is broken).
+  // written whole (a peer acknowledging the future is broken).
   Result<void> ack(Seq ack);
-  // The connection was lost: every message still queued is to be written again, in order,
-  // on the next connection.
-  void rewind() noexcept { cursor_ = 0, inflight_bytes_ = 0; }
+  // The connection was lost: every message still queued is to be written again, from its
+  // first chunk, on the next connection.
+  void rewind() noexcept;
   // Drops the payload of message `seq` if it is still queued (it keeps its number and
-  // goes out empty); false when it is not queued. out_queue_withdraw.cc.
+  // goes out empty; one partly written goes out whole first); false when it is not queued.
+  // out_queue_withdraw.cc.
   bool withdraw(Seq seq) noexcept;
   // Session reset: empties the queue, handing every message back (see Handback).
   Handback take_all();
 
+  // Ends a refusal episode: true once after a refusal (push() here, or a reservation on
+  // another thread), when this peer's budget is at or below half its bounds and the
+  // messenger-wide budget too.
+  bool take_writable() noexcept;
+  bool refused() const noexcept { return session_->refused.load(std::memory_order_acquire); }
+
   std::size_t size() const noexcept { return q_.size(); }
   std::size_t bytes() const noexcept { return bytes_; }
-  std::size_t in_flight() const noexcept { return cursor_; }
+  std::size_t in_flight() const noexcept { return started_; }
   Seq acked() const noexcept { return acked_; }
   Seq last_queued() const noexcept { return next_seq_ - 1; }
   // The highest sequence number ever written on any connection (0: none).
   Seq highest_written() const noexcept { return highest_written_; }
 
  private:
+  std::size_t lane_index(Lane lane) const noexcept { return static_cast<std::size_t>(lane); }
+  std::size_t next_in_lane(std::size_t from, Lane lane) const noexcept;
+  bool admits(const OutMessage& m) const noexcept;
+  Chunk chunk_of(const OutMessage& m) const noexcept;
+  void drop_payload(OutMessage& m) noexcept;
   void drop_front();
+  bool end_episode() noexcept;  // true: an episode was running
 
   void release(std::size_t count, std::size_t n) noexcept {
     budget_->release(count, n);
@@ -146,9 +216,11 @@ class OutQueue {
   QueueBudget own_;
   QueueBudget* session_;
   std::deque<OutMessage> q_;
-  std::size_t cursor_ = 0;  // q_[0, cursor_) written on the current connection
+  std::array<std::size_t, kLanes> cursor_{};  // per lane: index of the next message to start
+  std::array<Seq, kLanes> partial_{};         // per lane: the message partly written (0: none)
+  std::size_t started_ = 0;                   // messages started on this connection
   std::size_t bytes_ = 0;
-  std::size_t inflight_bytes_ = 0;
+  std::size_t inflight_bytes_ = 0;  // bulk payload bytes of the started messages
   Seq next_seq_ = 1;
   Seq acked_ = 0;
   Seq highest_written_ = 0;

@@ -8,13 +8,14 @@ bool OutQueue::withdraw(Seq seq) noexcept {
   if (q_.empty() || seq_after(q_.front().seq, seq) || seq_after(seq, q_.back().seq)) {
     return false;
   }
-  const std::size_t index = static_cast<std::size_t>(seq - q_.front().seq);
-  Payload& p = q_[index].payload;
-  const std::size_t n = p.size();
-  if (index < cursor_) inflight_bytes_ -= n;
-  bytes_ -= n;
-  release(0, n);
-  Payload{}.swap(p);
+  OutMessage& m = q_[static_cast<std::size_t>(seq - q_.front().seq)];
+  // Partly written: its remaining chunks still go (the receiver cannot take half a
+  // message); a replay after a reconnect carries it empty.
+  if (m.started && m.sent < m.payload.size()) {
+    m.withdraw_pending = true;
+    return true;
+  }
+  drop_payload(m);
   return true;
 }
 

@@ -136,6 +136,7 @@ void RpcEndpoint::Impl::drop_pending(NodeId peer) {
   while (it != pending_.end() && it->first.first == peer) {
     if (auto st = it->second.lock()) st->cancelled = true;
     it = pending_.erase(it);
+    count_pending(peer, -1);
   }
 }
 
@@ -222,6 +223,9 @@ bool RpcEndpoint::cancel(CallId id) {
 Result<void> RpcEndpoint::notify(NodeId peer, std::uint32_t method,
                                  std::span<const std::byte> body) {
   return impl_->notify(peer, method, body);
+}
+void RpcEndpoint::shutdown(Clock::time_point deadline, std::function<void()> done) {
+  impl_->drain(deadline, std::move(done));
 }
 void RpcEndpoint::shutdown() {
   impl_->shutdown();

@@ -43,7 +43,8 @@ Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
   std::weak_ptr<Impl> weak = weak_from_this();
   const Clock::time_point deadline = options.deadline;
   auto r = MessengerAccess::front(*messenger_)
-               .send_tracked(peer, msg::encode_rpc(h, body), service_,
+               .send_tracked(peer, msg::encode_rpc(h, body),
+                             lane_for(msg::RpcHeader::kSize + body.size()),
                              [weak, id, peer, now, deadline, done](Messenger::Ticket t) {
                                if (auto self = weak.lock())
                                  self->adopt(id, peer, t, now, deadline, done);
@@ -90,7 +91,9 @@ Result<void> RpcEndpoint::Impl::notify_afar(NodeId peer, std::uint32_t method,
   msg::RpcHeader h;
   h.kind = msg::RpcKind::oneway;
   h.word = method;
-  RMSG_TRY(messenger_->send(peer, msg::encode_rpc(h, body), service_));  // any thread
+  auto bytes = msg::encode_rpc(h, body);
+  const auto lane = lane_for(bytes.size());
+  RMSG_TRY(messenger_->send(peer, std::move(bytes), lane));  // any thread
   std::weak_ptr<Impl> weak = weak_from_this();
   loop_.post([weak, peer] {
     if (auto self = weak.lock()) self->peer_counters(peer).oneway_sent->add_owned();

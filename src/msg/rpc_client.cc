@@ -45,7 +45,9 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.word = method;
   h.id = id;
   h.budget_us = budget_us(options.deadline - now);
-  auto ticket = messenger_->send_tracked(peer, msg::encode_rpc(h, body), service_);
+  auto bytes = msg::encode_rpc(h, body);
+  const auto lane = lane_for(bytes.size());
+  auto ticket = messenger_->send_tracked(peer, std::move(bytes), lane);
   if (!ticket) {
     --outstanding_;
     return ticket.error();
@@ -73,6 +75,7 @@ void RpcEndpoint::Impl::complete(CallId id, RpcResponse response) {
   Call c = std::move(it->second);
   calls_.erase(it);  // its deadline entry goes stale (the queue skips it)
   --outstanding_;
+  check_drained();
   response.latency = loop_.now() - c.start;
   PeerCounters& pc = peer_counters(c.peer);
   --pc.outstanding;
@@ -150,7 +153,8 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
   msg::RpcHeader h;
   h.kind = msg::RpcKind::cancel;
   h.id = id;
-  if (!messenger_->send(peer, msg::encode_rpc(h, {}), service_)) {
+  if (!messenger_->send(peer, msg::encode_rpc(h, {}),
+                        {.lane = Messenger::Lane::priority, .service = service_})) {
     counters_.counter("rpc.cancel_not_sent").add_owned();
   }
   RpcResponse r;
@@ -169,7 +173,9 @@ Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
   msg::RpcHeader h;
   h.kind = msg::RpcKind::oneway;
   h.word = method;
-  RMSG_TRY(messenger_->send(peer, msg::encode_rpc(h, body), service_));
+  auto bytes = msg::encode_rpc(h, body);
+  const auto lane = lane_for(bytes.size());
+  RMSG_TRY(messenger_->send(peer, std::move(bytes), lane));
   peer_counters(peer).oneway_sent->add_owned();
   return {};
 }

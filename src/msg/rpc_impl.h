@@ -51,6 +51,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     Counter* oneway_received = nullptr;
     Histogram* latency = nullptr;
     std::size_t outstanding = 0;
+    std::size_t pending = 0;  // requests from the peer whose responder is pending
+    bool paused = false;      // its connection is not read (max_pending_requests)
   };
   struct Method {
     Handler handler;
@@ -72,6 +74,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void on_message(NodeId from, std::span<const std::byte> payload);
   void on_event(SessionEvent event);
   void drop_pending(NodeId peer);
+  // A pending request of `peer` began (+1) or ended (-1): pauses or resumes reading it.
+  void count_pending(NodeId peer, int delta);
   PeerCounters& peer_counters(NodeId node);
   std::optional<RpcPeerStats> peer_stats(NodeId node) const;
 
@@ -96,6 +100,18 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void complete(CallId id, RpcResponse response);
   void fail_calls(NodeId peer, std::error_code why);  // peer 0: every call
   void shutdown();
+  // rpc_drain.cc: the graceful shutdown.
+  void drain(Clock::time_point deadline, std::function<void()> done);
+  void check_drained();  // after a call completed or a responder answered
+  void finish_drain();
+
+  // The messenger lane of an RPC message of `size` bytes: priority when it fits in one
+  // chunk (small calls, replies and cancels pass large messages), else bulk.
+  Messenger::SendOptions lane_for(std::size_t size) const noexcept {
+    const std::size_t f = options_.messenger.fragment_size;
+    return {.lane = f != 0 && size <= f ? Messenger::Lane::priority : Messenger::Lane::bulk,
+            .service = service_};
+  }
 
   // rpc_server.cc
   void on_request(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
@@ -126,6 +142,11 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   msg::DedupeTable dedupe_;
   std::unordered_map<NodeId, PeerCounters> peers_;
   std::atomic<bool> shut_{false};
+  bool draining_ = false;
+  bool drain_check_queued_ = false;
+  Clock::time_point drain_deadline_{};
+  TimerId drain_timer_ = 0;
+  std::function<void()> drain_done_;
 };
 
 }  // namespace rmsg

@@ -29,8 +29,10 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   if (dedupe) {
     if (const auto* stored = dedupe_.find(key)) {
       counters_.counter("rpc.server.dedupe_hits").add_owned();
-      if (!messenger_->send(from, *stored, service_))
+      if (!MessengerAccess::send_while_draining(*messenger_, from, std::vector<std::byte>(*stored),
+                                                lane_for(stored->size()))) {
         counters_.counter("rpc.reply_not_sent").add_owned();
+      }
       return;
     }
     if (pending_.contains(key)) {
@@ -45,6 +47,7 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   state->id = h.id;
   state->dedupe = dedupe;
   pending_[key] = state;
+  count_pending(from, +1);
   RpcRequest req;
   req.from = from;
   req.id = h.id;
@@ -88,12 +91,25 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
   if (auto it = pending_.find({state.peer, state.id});
       it != pending_.end() && it->second.lock().get() == &state) {
     pending_.erase(it);
+    count_pending(state.peer, -1);
+    check_drained();
   }
   if (state.cancelled) {
     counters_.counter("rpc.server.reply_dropped").add_owned();
     return;
   }
   send_reply(state.peer, state.id, status, code, body, state.dedupe);
+}
+
+void RpcEndpoint::Impl::count_pending(NodeId peer, int delta) {
+  PeerCounters& pc = peer_counters(peer);
+  pc.pending = delta > 0 ? pc.pending + 1 : pc.pending - 1;
+  const std::size_t max = options_.max_pending_requests;
+  const bool pause = max != 0 && pc.pending >= max;
+  if (pause == pc.paused || messenger_ == nullptr) return;
+  pc.paused = pause;
+  if (pause) counters_.counter("rpc.server.read_paused").add_owned();
+  MessengerAccess::set_paused(*messenger_, peer, pause);
 }
 
 void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,
@@ -105,8 +121,12 @@ void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, 
   h.id = id;
   auto bytes = msg::encode_rpc(h, body);
   if (dedupe) dedupe_.put({to, id}, bytes);
-  if (!messenger_->send(to, std::move(bytes), service_))
+  const auto lane = lane_for(bytes.size());
+  // Replies go out during the messenger's drain too (a request that arrives meanwhile is
+  // answered shutting_down rather than left to its caller's deadline).
+  if (!MessengerAccess::send_while_draining(*messenger_, to, std::move(bytes), lane)) {
     counters_.counter("rpc.reply_not_sent").add_owned();
+  }
 }
 
 RpcResponder& RpcResponder::operator=(RpcResponder&& other) noexcept {

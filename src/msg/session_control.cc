@@ -36,6 +36,8 @@ Session& Messenger::Impl::session_for(NodeId peer) {
 
 void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report) {
   msg::Handback h = s.out->take_all();
+  // The old queue's end (below) ends a refusal episode: the new one starts empty.
+  const bool refused = s.out->refused();
   s.out =
       std::make_unique<msg::OutQueue>(limits_, admission_->total(), &admission_->session(s.peer));
   s.in = msg::InState(ack_policy_);
@@ -56,6 +58,8 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
                       std::move(h.unsent)},
          std::move(h.unknown_services), std::move(h.unsent_services));
   }
+  if (refused) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
+  check_drained();
 }
 
 void Messenger::Impl::emit(SessionEvent event, std::vector<std::uint16_t> unknown_services,

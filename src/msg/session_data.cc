@@ -18,36 +18,16 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       auto h = msg::decode_message_header(f.segment(0));
       if (!h) return fail(id, bad);
       if (!s->out->ack(h->ack)) return fail(id, make_error_code(MessengerErrc::bad_ack));
-      switch (s->in.check(h->seq)) {
-        case msg::InState::Verdict::duplicate:
-          hot_.duplicates_dropped.add_owned();
-          break;
-        case msg::InState::Verdict::gap:
-          return fail(id, make_error_code(MessengerErrc::sequence_gap));
-        case msg::InState::Verdict::deliver: {
-          const NodeId peer = c.peer;
-          const Cookie session = s->my_cookie;
-          const Clock::time_point read_at = c.last_rx;  // `c` may be gone after dispatch
-          dispatch_(peer, h->service, f.segment(1));
-          hot_.delivered.add_owned();
-          // The callback may have dropped the session or this connection (a send from it
-          // can fail the connection). The message was handed over either way: unless the
-          // session itself went, it counts as delivered, or the replay on the next
-          // connection would dispatch it a second time.
-          s = find_session(peer);
-          if (s == nullptr || s->my_cookie != session) return;
-          // The time the bytes were read stands for now (one clock read per read call).
-          const bool ack_due = s->in.delivered(read_at);
-          if (s->conn != id) return;
-          Connection* cc = find_connection(id);
-          if (ack_due) {
-            send_ack(*cc, *s);
-          } else {
-            arm_ack_timer(*cc, *s, cc->last_rx);
-          }
-          break;
-        }
+      auto r = c.reasm->feed(s->in, h->seq, h->flags, f.segment(1));
+      if (!r) return fail(id, r.error());
+      if (r.value() == msg::Reassembler::Outcome::duplicate) hot_.duplicates_dropped.add_owned();
+      if (r.value() == msg::Reassembler::Outcome::complete) {
+        const NodeId peer = c.peer;
+        deliver(c, *s, h->seq, h->service, f);
+        s = find_session(peer);
+        if (s == nullptr || s->conn != id) return;
       }
+      note_room(*s);
       pump(*s);  // the piggybacked ack may have opened the window
       return;
     }
@@ -56,6 +36,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       if (!v) return fail(id, bad);
       if (!s->out->ack(v->value)) return fail(id, make_error_code(MessengerErrc::bad_ack));
       hot_.acks_received.add_owned();
+      note_room(*s);
       pump(*s);
       return;
     }
@@ -74,25 +55,92 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
   }
 }
 
+void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, std::uint16_t service,
+                              msg::Frame& f) {
+  const ConnId id = c.id;
+  const NodeId peer = c.peer;
+  const Cookie session = s.my_cookie;
+  // A message in pieces leaves the connection's buffer first: the callback may close the
+  // connection.
+  const std::vector<std::byte> whole = c.reasm->take_buffer();
+  dispatch_(peer, service, whole.empty() ? f.segment(1) : std::span<const std::byte>(whole));
+  hot_.delivered.add_owned();
+  // The callback may have dropped the session or this connection (a send from it can fail
+  // the connection). The message was handed over either way: unless the session itself
+  // went, it counts as delivered, or the replay on the next connection would dispatch it a
+  // second time.
+  Session* ss = find_session(peer);
+  if (ss == nullptr || ss->my_cookie != session) return;
+  // The time the bytes were read stands for now (one clock read per read call).
+  Connection* cc = find_connection(id);
+  const Clock::time_point now = cc != nullptr ? cc->last_rx : loop_.now();
+  const bool ack_due = ss->in.delivered(seq, now);
+  if (ss->conn != id || cc == nullptr) return;
+  if (ack_due) {
+    send_ack(*cc, *ss);
+  } else {
+    arm_ack_timer(*cc, *ss, now);
+  }
+}
+
+void Messenger::Impl::note_room(Session& s) {
+  check_drained();
+  msg::QueueBudget& total = admission_->total();
+  if (total.refused_queues.load(std::memory_order_acquire) == 0) return;
+  if (s.out->take_writable()) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
+  if (total.refused_queues.load(std::memory_order_acquire) == 0 || !total.below_half()) return;
+  // Others refused because of the messenger-wide budget: this ack may have made room, here
+  // and on the other loops.
+  sweep_writable();
+  if (total.refused_queues.load(std::memory_order_acquire) != 0 && on_total_room_) {
+    on_total_room_();
+  }
+}
+
+void Messenger::Impl::sweep_writable() {
+  for (auto& [peer, other] : sessions_) {
+    if (other->out->take_writable()) {
+      emit(SessionEvent{SessionEvent::Kind::writable, other->peer, {}, {}, {}});
+    }
+  }
+}
+
 void Messenger::Impl::pump(Session& s) {
   Connection* c = s.conn != 0 ? find_connection(s.conn) : nullptr;
   if (c == nullptr || c->state != Connection::State::open) return;
   bool wrote = false;
   while (c->pending_bytes() < options_.write_buffer) {
-    const msg::OutMessage* m = s.out->next();
-    if (m == nullptr) break;
-    const auto header = msg::encode(msg::MessageHeader{m->seq, s.in.in_seq(), 0, m->service});
-    const msg::Segment segs[2] = {{header, 0}, {m->payload, 0}};
+    const std::optional<msg::Chunk> m = s.out->next();
+    if (!m) break;
+    const auto header = msg::encode(msg::MessageHeader{
+        m->seq, s.in.in_seq(), msg::message_flags(m->lane, m->more), m->service});
+    const msg::Segment segs[2] = {{header, 0}, {m->bytes, 0}};
     if (!queue_frame(*c, FrameType::message, segs)) break;
-    if (s.out->highest_written() != 0 && msg::seq_at_or_before(m->seq, s.out->highest_written())) {
-      hot_.replayed.add_owned();
-    }
+    if (m->first && m->replay) hot_.replayed.add_owned();
+    if (m->first) hot_.sent.add_owned();
+    if (m->more || !m->first) counters_.counter("msg.fragments").add_owned();
     s.out->mark_written();
-    hot_.sent.add_owned();
     wrote = true;
   }
   if (wrote) s.in.note_ack_sent();  // the ack timer stays: it finds nothing pending
+  const ConnId id = c->id;
   flush(*c);
+  // The stream took everything and chunks remain (a large message, which no ack will pull
+  // out): continue after the loop served the others, instead of in one go.
+  c = find_connection(id);
+  if (c == nullptr || c->pending_bytes() > 0 || c->pump_deferred || !s.out->next()) return;
+  c->pump_deferred = true;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.defer([weak, id] {
+    auto self = weak.lock();
+    if (!self) return;
+    Connection* cc = self->find_connection(id);
+    if (cc == nullptr) return;
+    cc->pump_deferred = false;
+    if (Session* ss = self->find_session(cc->peer); ss != nullptr && ss->conn == id) {
+      self->pump(*ss);
+    }
+  });
 }
 
 void Messenger::Impl::send_ack(Connection& c, Session& s) {
@@ -155,6 +203,8 @@ void Messenger::Impl::keepalive_tick(ConnId id) {
     c->sent_since_tick = false;
   }
   const Duration idle = options_.idle_timeout;
+  // Not reading (paused) says nothing about the peer: the idle clock waits too.
+  if (read_paused(*c)) c->last_rx = now;
   if (idle > Duration::zero() && now - c->last_rx >= idle) {
     return fail(id, make_error_code(MessengerErrc::idle_timeout));
   }

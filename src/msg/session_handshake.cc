@@ -241,6 +241,8 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
     s.conn = 0;
   }
   s.out->rewind();  // the peer has everything up to peer_delivered; the rest goes again
+  note_room(s);
+  c.reasm.emplace(options_.max_message_size, s.in.in_seq());
   if (c.deadline != 0) loop_.cancel_timer(c.deadline);
   c.deadline = 0;
   release_slot(c);

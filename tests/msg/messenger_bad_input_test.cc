@@ -8,6 +8,7 @@
 #include "msg/banner.h"
 #include "msg/frame_encoder.h"
 #include "msg/messenger_loopback_fixture.h"
+#include "msg/reassembly.h"
 #include "msg/session_frames.h"
 
 namespace rmsg::testing {
@@ -175,6 +176,67 @@ TEST_F(MessengerBadInputTest, SilentPeerTimesOut) {
   expect_closed_with("handshake_timeout");
   EXPECT_GE(loop_->now() - t0, std::chrono::seconds(1));
   expect_b_serves();
+}
+
+}  // namespace
+}  // namespace rmsg::testing
+
+namespace rmsg::testing {
+namespace {
+
+// Malformed fragment sequences (docs/protocol.md, fragments): each closes the connection
+// with bad_fragment and nothing of the message is delivered.
+class MessengerBadFragmentTest : public MessengerBadInputTest {
+ protected:
+  void write_piece(msg::Seq seq, bool more, std::size_t len = 512, std::uint32_t lane = 0) {
+    const auto h = msg::encode(
+        msg::MessageHeader{seq, 0, (lane << 8) | (more ? msg::kFlagMoreFragments : 0u)});
+    std::vector<std::byte> body(len);
+    write_frame(FrameType::message, h, body);
+  }
+};
+
+TEST_F(MessengerBadFragmentTest, AFragmentOfAnotherMessageInTheMiddle) {
+  connect_raw();
+  write_banner();
+  write_hello();
+  write_piece(1, true);
+  write_piece(2, false);
+  expect_closed_with("bad_fragment");
+  EXPECT_EQ(b_.node.ledger.delivered, 0u);
+  expect_b_serves();
+}
+
+TEST_F(MessengerBadFragmentTest, MoreFragmentsOfAMessageAlreadyComplete) {
+  connect_raw();
+  write_banner();
+  write_hello();
+  write_piece(1, false, 16);
+  write_piece(1, true);
+  expect_closed_with("bad_fragment");
+  EXPECT_EQ(b_.node.ledger.delivered, 1u);  // 1 itself was fine
+}
+
+TEST_F(MessengerBadFragmentTest, ATotalOverMaxMessageSize) {
+  MessengerOptions ob = options(kB);
+  ob.max_message_size = 4000;  // each piece fits in a frame; the sum does not
+  start_b(ob);
+  connect_raw();
+  write_banner();
+  write_hello();
+  for (int i = 0; i < 7; ++i) write_piece(1, true, 512);
+  write_piece(1, false, 512);  // 4096 > 4000
+  expect_closed_with("bad_fragment");
+  EXPECT_EQ(b_.node.ledger.delivered, 0u);
+}
+
+TEST_F(MessengerBadFragmentTest, AnUnknownLane) {
+  connect_raw();
+  write_banner();
+  write_hello();
+  write_piece(1, false, 16, 9);  // lane 9 does not exist
+  expect_closed_with("bad_fragment");
+  EXPECT_EQ(b_.node.ledger.delivered, 0u);
 }
 
 }  // namespace

@@ -114,5 +114,69 @@ TEST_F(MessengerTcpTest, Soak100kMessagesWithRandomKills) {
   EXPECT_GE(kills, 5);
 }
 
+// Keepalive over real TCP (docs/messenger.md, Flow control): B's messenger is on its own
+// loop, which stops running after the handshake, so its kernel keeps the connection up
+// but nothing answers A's keepalives. A closes it with idle_timeout within the configured
+// timeout (plus one tick), and no sooner than the last byte from B allows.
+TEST(MessengerTcpKeepalive, APeerThatStopsAnsweringIsFoundDeadWithinTheTimeout) {
+  auto la = EventLoop::create({});
+  auto lb = EventLoop::create({});
+  ASSERT_TRUE(la.ok() && lb.ok());
+  std::vector<SessionEvent> events;
+  int delivered = 0;
+  MessengerOptions oa;
+  oa.node_id = 1;
+  oa.keepalive_interval = std::chrono::milliseconds(50);
+  oa.idle_timeout = std::chrono::milliseconds(400);
+  MessengerOptions ob = oa;
+  ob.node_id = 2;
+  auto a = Messenger::create(
+      *la.value(), oa, [](NodeId, std::span<const std::byte>) {},
+      [&](SessionEvent e) { events.push_back(std::move(e)); });
+  auto b =
+      Messenger::create(*lb.value(), ob, [&](NodeId, std::span<const std::byte>) { ++delivered; });
+  ASSERT_TRUE(a.ok() && b.ok());
+  ConnectionParams p;
+  p.transport = Transport::tcp;
+  auto bound = b.value()->listen(SocketAddress::parse("127.0.0.1:0").value(), p);
+  ASSERT_TRUE(bound.ok());
+  p.peer = SocketAddress::parse(bound.value()).value();
+  ASSERT_TRUE(a.value()->add_peer(2, p).ok());
+  ASSERT_TRUE(a.value()->send(2, std::vector<std::byte>(16)).ok());
+  // Both loops, by turns, until B has the message and A has seen B's ack.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((delivered == 0 || a.value()->session_info(2)->queued != 0) &&
+         std::chrono::steady_clock::now() < until) {
+    la.value()->run_for([] { return false; }, std::chrono::milliseconds(1));
+    lb.value()->run_for([] { return false; }, std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(delivered, 1);
+  ASSERT_EQ(a.value()->session_info(2)->queued, 0u);
+  // From here only A's loop runs; the last byte from B came before this point.
+  const auto t0 = la.value()->now();
+  const auto lost = [&] {
+    for (const auto& e : events) {
+      if (e.kind == SessionEvent::Kind::disconnected) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(la.value()->run_for(lost, std::chrono::seconds(5)));
+  const auto waited = la.value()->now() - t0;
+  const SessionEvent* d = nullptr;
+  for (const auto& e : events) {
+    if (e.kind == SessionEvent::Kind::disconnected) d = &e;
+  }
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->error, make_error_code(MessengerErrc::idle_timeout));
+  EXPECT_EQ(a.value()->counters().value("msg.errors.idle_timeout"), 1u);
+  EXPECT_GE(a.value()->counters().value("msg.keepalives_sent"), 3u);
+  EXPECT_LE(waited, oa.idle_timeout + oa.idle_timeout / 4 + std::chrono::milliseconds(300));
+  std::printf("[ keepalive] dead peer found after %lld ms (idle_timeout 400 ms)\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+  a.value().reset();
+  b.value().reset();
+}
+
 }  // namespace
 }  // namespace rmsg::testing

@@ -11,6 +11,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -374,6 +376,83 @@ TEST(MessengerThreads, AFullQueueIsRefusedAtOnceFromAnotherThread) {
   EXPECT_TRUE(m->send(6, p).ok());
   EXPECT_TRUE(m->send(5, p).ok());
   m.reset();
+}
+
+// A send refused on a foreign thread starts a refusal episode like one on the loop: once
+// the peer acknowledged, one SessionEvent::writable runs on the loop that owns the peer.
+TEST(MessengerThreads, ARefusalOnAnotherThreadEndsWithWritableOnTheOwnersLoop) {
+  auto loops = LoopThreads::create(2).value();
+  auto peer_loop = LoopThreads::create(1).value();
+  std::atomic<int> delivered{0};
+  auto b = Messenger::create(peer_loop->loop(0), opts(5), [&](NodeId, std::span<const std::byte>) {
+             ++delivered;
+           }).value();
+  const auto any = SocketAddress::parse("127.0.0.1:0").value();
+  const auto b_addr = b->listen(any, tcp_to("127.0.0.1:1")).value();
+  MessengerOptions o = opts(1);
+  o.session_max_messages = 8;
+  Done writable(1);
+  std::atomic<bool> wrong_thread{false};
+  Messenger* a_ptr = nullptr;
+  auto a = Messenger::create(
+               loops->loops(), o, [](NodeId, std::span<const std::byte>) {},
+               [&](SessionEvent e) {
+                 if (e.kind != SessionEvent::Kind::writable || e.peer != 5) return;
+                 if (!a_ptr->loop_of(5).in_loop_thread()) wrong_thread = true;
+                 writable.one();
+               })
+               .value();
+  a_ptr = a.get();
+  loops->start();
+  peer_loop->start();
+  const auto p = numbered(1);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->send(5, p).ok()) << i;  // no address yet
+  EXPECT_EQ(a->send(5, p).error(), make_error_code(Errc::resource_exhausted));
+  ASSERT_TRUE(a->add_peer(5, tcp_to(b_addr)).ok());
+  EXPECT_TRUE(writable.wait(10s));
+  EXPECT_FALSE(wrong_thread.load());
+  EXPECT_EQ(writable.count(), 1u);
+  a.reset();
+  b.reset();
+}
+
+// Messenger::shutdown over several loops: every shard drains its sessions (here peers on
+// both loops), sends from any thread are refused from the call on, done runs once.
+TEST(MessengerThreads, GracefulShutdownDrainsEveryLoop) {
+  auto loops = LoopThreads::create(2).value();
+  auto peer_loop = LoopThreads::create(1).value();
+  std::atomic<int> delivered{0};
+  std::vector<std::unique_ptr<Messenger>> peers;
+  std::vector<std::string> addrs;
+  const auto any = SocketAddress::parse("127.0.0.1:0").value();
+  for (NodeId id = 2; id < 10; ++id) {
+    peers.push_back(
+        Messenger::create(peer_loop->loop(0), opts(id), [&](NodeId, std::span<const std::byte>) {
+          ++delivered;
+        }).value());
+    addrs.push_back(peers.back()->listen(any, tcp_to("127.0.0.1:1")).value());
+  }
+  auto a =
+      Messenger::create(loops->loops(), opts(1), [](NodeId, std::span<const std::byte>) {}).value();
+  std::set<EventLoop*> owners;
+  for (NodeId id = 2; id < 10; ++id) {
+    ASSERT_TRUE(a->add_peer(id, tcp_to(addrs[id - 2])).ok());
+    owners.insert(&a->loop_of(id));
+  }
+  ASSERT_EQ(owners.size(), 2u);  // the drain has something to wait for on both loops
+  loops->start();
+  peer_loop->start();
+  for (NodeId id = 2; id < 10; ++id) {
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(a->send(id, numbered(1)).ok());
+  }
+  Done done(1);
+  a->shutdown(Clock::now() + 10s, [&] { done.one(); });
+  EXPECT_EQ(a->send(2, numbered(1)).error(), make_error_code(Errc::closed));
+  ASSERT_TRUE(done.wait(10s));
+  EXPECT_EQ(delivered.load(), 8 * 20);  // drained, not dropped
+  EXPECT_EQ(done.count(), 1u);
+  a.reset();
+  peers.clear();
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ Payload bytes(std::size_t n, int v = 1) {
 // Writes everything the window admits; returns how many.
 int write_all(OutQueue& q) {
   int n = 0;
-  while (q.next() != nullptr) {
+  while (q.next().has_value()) {
     q.mark_written();
     ++n;
   }
@@ -104,7 +104,7 @@ TEST(OutQueue, WindowLimitsInFlightButAdmitsOneLargeMessage) {
   EXPECT_EQ(write_all(q), 2);  // window_messages
   ASSERT_TRUE(q.ack(2).ok());
   EXPECT_EQ(write_all(q), 1);
-  EXPECT_EQ(q.next(), nullptr);
+  EXPECT_FALSE(q.next().has_value());
 }
 
 TEST(OutQueue, TakeAllSeparatesUnknownFromUnsent) {

@@ -361,5 +361,106 @@ TEST_F(RpcLoopbackTest, ServerRefusesARequestWithoutBudget) {
   m.value().reset();
 }
 
+// Graceful shutdown (include/rmsg/rpc.h, Flow control): calls in flight both ways at
+// shutdown complete (ok, or shutting_down for what arrives meanwhile), none hangs, and the
+// peer sees a close frame, not a reset.
+TEST_F(RpcLoopbackTest, GracefulShutdownDrainsCallsBothWays) {
+  start_both();
+  constexpr std::uint32_t kSlow = 7;  // A holds these responders
+  std::vector<RpcResponder> a_held;
+  a_.ep->handle(kSlow,
+                [&](const RpcRequest&, RpcResponder reply) { a_held.push_back(std::move(reply)); });
+  std::vector<CallId> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(call(kEcho, "e").value());
+  for (int i = 0; i < 5; ++i) ids.push_back(call(kHold, "h").value());
+  std::map<int, RpcResponse> b_done;
+  const auto b_call = [&](int n) {
+    auto r = b_.ep->call(kA, kSlow, bytes_of("s"), {.deadline = loop_->now() + milliseconds(5000)},
+                         [&b_done, n](RpcResponse resp) { b_done[n] = std::move(resp); });
+    ASSERT_TRUE(r.ok());
+  };
+  ASSERT_TRUE(run([&] { return held_.size() == 5 && done_.size() == 10; }));
+  for (int n = 0; n < 3; ++n) b_call(n);
+  ASSERT_TRUE(run([&] { return a_held.size() == 3; }));
+
+  bool finished = false;
+  const auto t0 = loop_->now();
+  a_.ep->shutdown(t0 + std::chrono::seconds(2), [&] { finished = true; });
+  EXPECT_FALSE(finished);
+  EXPECT_EQ(call(kEcho, "late").error(), make_error_code(RpcErrc::shutting_down));
+  b_call(3);  // arrives meanwhile: answered shutting_down
+  ASSERT_TRUE(run([&] { return b_done.contains(3); }));
+  EXPECT_EQ(b_done[3].error, make_error_code(RpcErrc::shutting_down));
+  loop_->run_for([] { return false; }, milliseconds(100));
+  EXPECT_FALSE(finished);  // both sides still hold responders
+  for (auto& r : held_) r.ok(bytes_of("late ok"));
+  for (auto& r : a_held) r.ok();
+  ASSERT_TRUE(run([&] { return finished; }));
+  for (CallId id : ids) {
+    ASSERT_TRUE(completed(id));
+    EXPECT_FALSE(done_[id].error) << done_[id].error.message();
+  }
+  for (int n = 0; n < 3; ++n) EXPECT_FALSE(b_done[n].error) << b_done[n].error.message();
+  EXPECT_LT(loop_->now() - t0, std::chrono::seconds(2));  // drained, not timed out
+  ASSERT_TRUE(run([&] { return b_.count(Kind::disconnected) >= 1; }));
+  EXPECT_EQ(b_.events.back().error, make_error_code(MessengerErrc::peer_closed));
+  EXPECT_EQ(b_.count(Kind::reset), 0);
+  EXPECT_EQ(b_.ep->messenger().counters().value("msg.errors.stream"), 0u);
+}
+
+TEST_F(RpcLoopbackTest, GracefulShutdownFailsWhatTheDeadlineLeaves) {
+  start_both();
+  std::vector<CallId> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(call(kHold, "h").value());
+  ASSERT_TRUE(run([&] { return held_.size() == 3; }));
+  bool finished = false;
+  const auto t0 = loop_->now();
+  a_.ep->shutdown(t0 + milliseconds(500), [&] { finished = true; });
+  ASSERT_TRUE(run([&] { return finished; }));
+  EXPECT_GE(loop_->now() - t0, milliseconds(500));
+  EXPECT_LT(loop_->now() - t0, milliseconds(600));
+  for (CallId id : ids) {
+    ASSERT_TRUE(completed(id));
+    EXPECT_EQ(done_[id].error, make_error_code(RpcErrc::shutting_down));
+  }
+  for (auto& r : held_) r.ok();  // too late: the replies go nowhere, nothing breaks
+  loop_->run_for([] { return false; }, milliseconds(100));
+  bool again = false;
+  a_.ep->shutdown(loop_->now(), [&] { again = true; });  // a second call: done runs still
+  ASSERT_TRUE(run([&] { return again; }));
+}
+
+// Bounded dispatch (RpcOptions::max_pending_requests): past the bound the server stops
+// reading the caller's connection; the requests wait on the caller's side (its queue is
+// not acknowledged) and every one is served once responders complete.
+TEST_F(RpcLoopbackTest, PendingRequestBoundStopsReadingUntilResponsesComplete) {
+  start(a_, kPortA, rpc_options(kA));
+  RpcOptions ob = rpc_options(kB);
+  ob.max_pending_requests = 4;
+  start_b(ob);
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, loopback_params(kPortB)).ok());
+  std::vector<CallId> ids;
+  for (int i = 0; i < 50; ++i) {
+    ids.push_back(call(kHold, std::to_string(i), std::chrono::seconds(300)).value());
+  }
+  ASSERT_TRUE(run([&] { return held_.size() == 4; }));
+  loop_->run_for([] { return false; }, std::chrono::seconds(30));  // idle timeouts included
+  EXPECT_EQ(held_.size(), 4u);  // no more dispatched while 4 are pending
+  EXPECT_GE(a_.ep->messenger().session_info(kB)->queued, 46u);  // waiting at the caller
+  EXPECT_EQ(b_.ep->messenger().counters().value("msg.errors.idle_timeout"), 0u);
+  EXPECT_EQ(a_.count(Kind::disconnected), 0);
+  std::size_t max_held = 0;
+  std::size_t answered = 0;
+  ASSERT_TRUE(run([&] {
+    max_held = std::max(max_held, held_.size() - answered);
+    if (answered < held_.size()) held_[answered++].ok(bytes_of("r"));
+    return done_.size() == 50;
+  }));
+  EXPECT_LE(max_held, 4u);
+  EXPECT_EQ(runs_, 50);
+  for (CallId id : ids) EXPECT_FALSE(done_[id].error) << done_[id].error.message();
+  EXPECT_GE(b_.ep->counters().value("rpc.server.read_paused"), 2u);
+}
+
 }  // namespace
 }  // namespace rmsg::testing

@@ -1,0 +1,112 @@
+// Messenger::Impl's graceful shutdown (docs/messenger.md, Flow control): refuse new sends,
+// wait until every queue is acknowledged or the deadline passes, then close every
+// connection with a close frame and call done(). And the receiving side's pause.
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "msg/messenger_front.h"
+#include "msg/messenger_impl.h"
+
+namespace rmsg {
+
+void Messenger::Impl::drain(Clock::time_point deadline, std::function<void()> done) {
+  if (shutting_down_ || draining_) {
+    // Already closed or closing: done() still runs once, after the loop's next turn.
+    if (done) loop_.defer(std::move(done));
+    return;
+  }
+  draining_ = true;
+  drain_done_ = std::move(done);
+  std::weak_ptr<Impl> weak = weak_from_this();
+  Duration left = deadline - loop_.now();
+  if (left < Duration::zero()) left = Duration::zero();
+  drain_timer_ = loop_.add_timer(left, [weak] {
+    if (auto self = weak.lock()) {
+      self->drain_timer_ = 0;
+      self->finish_drain();
+    }
+  });
+  check_drained();
+}
+
+void Messenger::Impl::check_drained() {
+  if (!draining_ || drain_check_queued_) return;
+  for (const auto& [peer, s] : sessions_) {
+    if (s->out->size() > 0) return;
+  }
+  // Not inside the frame handler (or send) that emptied the last queue.
+  drain_check_queued_ = true;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.defer([weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->drain_check_queued_ = false;
+    for (const auto& [peer, s] : self->sessions_) {
+      if (s->out->size() > 0) return;
+    }
+    self->finish_drain();
+  });
+}
+
+void Messenger::Impl::finish_drain() {
+  if (!draining_) return;
+  draining_ = false;
+  if (drain_timer_ != 0) loop_.cancel_timer(drain_timer_);
+  drain_timer_ = 0;
+  std::function<void()> done = std::move(drain_done_);
+  shutdown();
+  if (done) done();
+}
+
+void Messenger::Impl::set_paused(NodeId peer, bool paused) {
+  Session* s = find_session(peer);
+  if (s == nullptr || s->paused == paused) return;
+  s->paused = paused;
+  counters_.counter(paused ? "msg.read_pauses" : "msg.read_resumes").add_owned();
+  if (paused || s->conn == 0) return;
+  // Resume: what was stashed, then the stream (its readiness may have fired meanwhile).
+  if (Connection* c = find_connection(s->conn)) watch(*c);
+  std::weak_ptr<Impl> weak = weak_from_this();
+  const ConnId id = s->conn;
+  loop_.defer([weak, id] {
+    if (auto self = weak.lock()) self->on_readable(id);
+  });
+}
+
+void MessengerAccess::set_paused(Messenger& m, NodeId peer, bool paused) {
+  Messenger::Front& f = front(m);
+  f.run_on(f.owner(peer),
+           [peer, paused](Messenger::Front::Shard& s) { s.impl->set_paused(peer, paused); });
+}
+
+Result<Messenger::Ticket> MessengerAccess::send_while_draining(Messenger& m, NodeId peer,
+                                                               std::vector<std::byte> payload,
+                                                               const Messenger::SendOptions& o) {
+  Messenger::Front& f = front(m);
+  Messenger::Front::Shard& sh = f.shard_of(peer);
+  if (sh.loop->in_loop_thread()) return sh.impl->send_tracked(peer, std::move(payload), o, true);
+  RMSG_TRY(f.send_tracked(peer, std::move(payload), o, {}, true));
+  return Messenger::Ticket{};
+}
+
+void Messenger::Front::drain(Clock::time_point deadline, std::function<void()> done) {
+  draining_.store(true, std::memory_order_release);
+  // Every shard drains on its own loop; the last one to finish runs done (on its loop).
+  struct Countdown {
+    std::atomic<std::size_t> left;
+    std::function<void()> done;
+  };
+  auto c = std::make_shared<Countdown>();
+  c->left.store(shards_.size());
+  c->done = std::move(done);
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    run_on(i, [deadline, c](Shard& s) {
+      s.impl->drain(deadline, [c] {
+        if (c->left.fetch_sub(1, std::memory_order_acq_rel) == 1 && c->done) c->done();
+      });
+    });
+  }
+}
+
+}  // namespace rmsg
