@@ -131,7 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   round_trip<Welcome>(payload, decode_welcome, 36, 40);
   round_trip<Value64>(payload, decode_value64, 8, 8);
   round_trip<Reason>(payload, decode_reason, 4, 8);
-  round_trip<MessageHeader>(payload, decode_message_header, 20, 24);
+  round_trip<MessageHeader>(payload, decode_message_header, 22, 24);  // 20..21: service
 
   if (auto h = decode_hello(payload)) {
     if (!v.exists) v = SessionView{};
