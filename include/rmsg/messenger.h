@@ -208,11 +208,12 @@ class Messenger {
   // Accepts peers on `address` (port 0: any) over `params`' transport. Returns the bound
   // address ("ip:port"). With several loops the listener is on loop 0: a TCP connection is
   // handed to the loop that owns its peer once the peer's hello named it (it waits at
-  // most handshake_timeout for it, unread: counted msg.route.*); RDMA needs the
-  // ConnectionManager's router (docs/messenger.md) and is Errc::not_supported until it is
-  // wired (then: before the loops run).
+  // most handshake_timeout for it, unread: counted msg.route.*); an RDMA connect request
+  // is routed by its affinity (the connector's node id) to the owner's ConnectionManager,
+  // which accepts it on its loop (docs/messenger.md, Threading): over RDMA with several
+  // loops, call it before the loops run.
   // Loop-thread-only (loop 0), or before the loops run. Errors: those of
-  // ConnectionManager::listen.
+  // ConnectionManager::listen and ConnectionManager::accept_routed.
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
   // Where and how to reach `peer` (params.peer: its listening address). The session
   // connects when it has messages, and keeps reconnecting after faults.
