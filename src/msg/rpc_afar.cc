@@ -82,23 +82,4 @@ void RpcEndpoint::Impl::adopt(CallId id, NodeId peer, Messenger::Ticket ticket,
   }
 }
 
-Result<void> RpcEndpoint::Impl::notify_afar(NodeId peer, std::uint32_t method,
-                                            std::span<const std::byte> body) {
-  if (shut_) return make_error_code(RpcErrc::shutting_down);
-  if (body.size() > options_.messenger.max_message_size - msg::RpcHeader::kSize) {
-    return make_error_code(RpcErrc::too_large);
-  }
-  msg::RpcHeader h;
-  h.kind = msg::RpcKind::oneway;
-  h.word = method;
-  auto bytes = msg::encode_rpc(h, body);
-  const auto lane = lane_for(bytes.size());
-  RMSG_TRY(messenger_->send(peer, std::move(bytes), lane));  // any thread
-  std::weak_ptr<Impl> weak = weak_from_this();
-  loop_.post([weak, peer] {
-    if (auto self = weak.lock()) self->peer_counters(peer).oneway_sent->add_owned();
-  });
-  return {};
-}
-
 }  // namespace rmsg

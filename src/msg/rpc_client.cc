@@ -165,7 +165,6 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
 
 Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
                                        std::span<const std::byte> body) {
-  if (!loop_.in_loop_thread()) return notify_afar(peer, method, body);
   if (shut_) return make_error_code(RpcErrc::shutting_down);
   if (body.size() > options_.messenger.max_message_size - msg::RpcHeader::kSize) {
     return make_error_code(RpcErrc::too_large);
@@ -175,8 +174,16 @@ Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
   h.word = method;
   auto bytes = msg::encode_rpc(h, body);
   const auto lane = lane_for(bytes.size());
-  RMSG_TRY(messenger_->send(peer, std::move(bytes), lane));
-  peer_counters(peer).oneway_sent->add_owned();
+  RMSG_TRY(messenger_->send(peer, std::move(bytes), lane));  // any thread
+  if (loop_.in_loop_thread()) {
+    peer_counters(peer).oneway_sent->add_owned();
+    return {};
+  }
+  // From another thread: the per-peer counters belong to the loop.
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.post([weak, peer] {
+    if (auto self = weak.lock()) self->peer_counters(peer).oneway_sent->add_owned();
+  });
   return {};
 }
 

@@ -82,10 +82,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // rpc_client.cc
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
-  // rpc_afar.cc: call() and notify() from a thread other than the loop's.
+  // rpc_afar.cc: call() from a thread other than the loop's (notify() needs no other path).
   Result<CallId> call_afar(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                            const CallOptions& options, CallCallback done);
-  Result<void> notify_afar(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
   // On the loop: a call made elsewhere, its request queued (`ticket`), becomes outstanding.
   void adopt(CallId id, NodeId peer, Messenger::Ticket ticket, Clock::time_point start,
              Clock::time_point deadline, CallCallback done);
