@@ -29,24 +29,26 @@ void ServiceTable::dispatch(NodeId from, ServiceId service, std::span<const std:
 
 void ServiceTable::event(ShardEvent e) {
   const Running running(*this);
+  // The handback is split by service below; every other field goes to each user as it is.
+  const auto unknown = std::move(e.event.unknown);
+  const auto unsent = std::move(e.event.unsent);
+  e.event.unknown.clear();
+  e.event.unsent.clear();
   std::vector<std::pair<ServiceId, const User*>> users;
   for (const auto& [service, user] : users_) users.emplace_back(service, user.get());
   for (auto& [service, user] : users) {
     // Skip a user an earlier one detached meanwhile.
     auto it = users_.find(service);
     if (it == users_.end() || it->second.get() != user || !user->on_event) continue;
-    // Every field but the handback, which is split by service below.
-    SessionEvent mine{e.event.kind, e.event.peer, e.event.error, {}, {}};
-    mine.transport = e.event.transport;
-    mine.time = e.event.time;
+    SessionEvent mine = e.event;
     // Each user gets its own messages back (copies: resets are rare).
-    for (std::size_t i = 0; i < e.event.unknown.size(); ++i) {
+    for (std::size_t i = 0; i < unknown.size(); ++i) {
       const ServiceId s = i < e.unknown_services.size() ? e.unknown_services[i] : 0;
-      if (s == service) mine.unknown.push_back(e.event.unknown[i]);
+      if (s == service) mine.unknown.push_back(unknown[i]);
     }
-    for (std::size_t i = 0; i < e.event.unsent.size(); ++i) {
+    for (std::size_t i = 0; i < unsent.size(); ++i) {
       const ServiceId s = i < e.unsent_services.size() ? e.unsent_services[i] : 0;
-      if (s == service) mine.unsent.push_back(e.event.unsent[i]);
+      if (s == service) mine.unsent.push_back(unsent[i]);
     }
     user->on_event(std::move(mine));
   }
