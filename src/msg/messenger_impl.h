@@ -12,6 +12,8 @@
 // Threading: the loop thread.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -62,6 +64,20 @@ struct Session {
   bool ever_open = false;
   msg::FailoverState fo;  // transport policy state (session_failover.cc)
   bool paused = false;    // set_paused(): its connections are not read
+  // The peer's cookies that a restart we accepted replaced, the newest four: a
+  // client_ident read late from an attempt abandoned before it carries one
+  // (msg::SessionView::client_cookie_retired). Kept across reset_session.
+  std::array<Cookie, 4> retired_peer_cookies{};
+  std::uint8_t retired_next = 0;
+
+  void retire_peer_cookie(Cookie c) noexcept {
+    retired_peer_cookies[retired_next] = c;
+    retired_next = static_cast<std::uint8_t>((retired_next + 1) % retired_peer_cookies.size());
+  }
+  bool peer_cookie_retired(Cookie c) const noexcept {
+    return c != 0 && std::find(retired_peer_cookies.begin(), retired_peer_cookies.end(), c) !=
+                         retired_peer_cookies.end();
+  }
 
   Session(const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
       : in(ack), backoff(backoff_policy) {}

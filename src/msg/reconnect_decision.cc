@@ -13,6 +13,7 @@ Decision decide(const SessionView& s, const Hello& h, NodeId my_node) noexcept {
     return {K::reset, 0, false, false, "server cookie is not ours"};
   }
   if (s.peer_cookie != 0 && h.client_cookie != s.peer_cookie) {
+    if (s.client_cookie_retired) return {K::reset, 0, false, false, "retired client cookie"};
     if (h.server_cookie == 0) {
       return {K::accept, 0, true, s.outbound, "peer restarted its session"};
     }

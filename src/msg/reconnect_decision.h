@@ -8,6 +8,8 @@
 //      Hello.server_cookie set and not our cookie     -> reset (the peer's session is
 //                                                        one we do not have: we restarted)
 //      we know a peer cookie and Hello's differs:
+//        the Hello's cookie is one the peer already replaced -> reset (an abandoned
+//                                                        attempt read late; ours stays)
 //        the peer starts afresh (server_cookie 0)     -> accept, our old session reset
 //        else (a stale attempt)                       -> reset
 //   2. global_seq: not above the highest seen from the peer -> retry_global (stale attempt)
@@ -39,6 +41,10 @@ struct SessionView {
   std::uint64_t connect_seq = 0;      // of the last connection established
   bool outbound = false;              // our own attempt to the peer is under way
   std::uint64_t outbound_connect_seq = 0;
+  // The Hello's client_cookie is one of the peer's earlier cookies, replaced by the
+  // current one (Session::retired_peer_cookies): a restarted peer draws a fresh random
+  // cookie, so only an attempt abandoned before the replacement can carry it.
+  bool client_cookie_retired = false;
 };
 
 struct Decision {

@@ -153,7 +153,8 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
          .peer_global_seq = s->peer_global_seq,
          .connect_seq = s->connect_seq,
          .outbound = out != nullptr,
-         .outbound_connect_seq = out != nullptr ? out->attempt_cs : 0};
+         .outbound_connect_seq = out != nullptr ? out->attempt_cs : 0,
+         .client_cookie_retired = s->peer_cookie_retired(h.client_cookie)};
   }
   const msg::Decision d = msg::decide(v, h, options_.node_id);
   RMSG_LOG(debug, "msg: node %llx: hello from %llx gs %llu cs %llu: %s",
@@ -199,6 +200,7 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
                                    const msg::Decision& d) {
   counters_.counter("msg.decisions.accept").add_owned();
   if (d.reset_local) {
+    s.retire_peer_cookie(s.peer_cookie);
     if (s.conn != 0) drop(s.conn, false);
     s.conn = 0;
     reset_session(s, make_error_code(MessengerErrc::peer_restarted), true);

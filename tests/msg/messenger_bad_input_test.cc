@@ -42,9 +42,12 @@ class MessengerBadInputTest : public MessengerLoopbackTest {
     ASSERT_TRUE(n.ok()) << n.error().message();
     write_raw(std::span(buf).first(n.value()));
   }
-  void write_hello() {
-    const auto h = msg::encode(msg::Hello{
-        .node = 9, .target = kB, .client_cookie = 77, .global_seq = 1, .connect_seq = 1});
+  void write_hello(msg::Cookie cookie = 77, std::uint64_t global_seq = 1) {
+    const auto h = msg::encode(msg::Hello{.node = 9,
+                                          .target = kB,
+                                          .client_cookie = cookie,
+                                          .global_seq = global_seq,
+                                          .connect_seq = 1});
     write_frame(FrameType::client_ident, h);
   }
   // Runs until B counted `error` once, and checks that the raw stream was closed on.
@@ -168,6 +171,39 @@ TEST_F(MessengerBadInputTest, EndOfStreamInsideAFrame) {
   write_raw(half);
   ASSERT_TRUE(raw_.shutdown_write().ok());
   expect_closed_with("truncated");
+}
+
+// docs/messenger.md, the decision order: node 9's session with cookie 77 is replaced by a
+// restart (cookie 88); then a client_ident of 77 is read late, from an attempt abandoned
+// before the restart. It must not be taken for a second restart: the newer session and
+// its connection stay, and the late attempt alone is answered with a reset.
+TEST_F(MessengerBadInputTest, AnAbandonedIdentReadLateDoesNotResetTheNewerSession) {
+  auto accepted = [&](std::uint64_t n) {
+    return run([&] { return b_.node.counter("msg.decisions.accept") == n; });
+  };
+  connect_raw();
+  write_banner();
+  write_hello(77, 1);
+  ASSERT_TRUE(accepted(1));
+  Stream first = std::move(raw_);
+  connect_raw();
+  write_banner();
+  write_hello(88, 2);  // node 9 restarted
+  ASSERT_TRUE(accepted(2));
+  EXPECT_EQ(b_.node.counter("msg.resets"), 1u);
+  Stream current = std::move(raw_);
+  connect_raw();
+  write_banner();
+  write_hello(77, 1);  // the abandoned attempt's bytes, late
+  ASSERT_TRUE(run([&] { return b_.node.counter("msg.decisions.reset") == 1; }));
+  EXPECT_EQ(b_.node.counter("msg.decisions.accept"), 2u);
+  EXPECT_EQ(b_.node.counter("msg.resets"), 1u) << "the newer session was reset";
+  // The current connection is still the session's: B reads a message from it.
+  raw_ = std::move(current);
+  const auto h = msg::encode(msg::MessageHeader{1, 0, 0});
+  std::array<std::byte, 16> body{};
+  write_frame(FrameType::message, h, body);
+  ASSERT_TRUE(run([&] { return b_.node.ledger.delivered == 1; }));
 }
 
 TEST_F(MessengerBadInputTest, SilentPeerTimesOut) {

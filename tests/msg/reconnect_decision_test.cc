@@ -55,6 +55,21 @@ TEST(Decide, CookieRules) {
   EXPECT_EQ(decide(s, reconnect(6, 4), kMe).kind, K::accept);
 }
 
+TEST(Decide, AnAbandonedIdentWithARetiredCookieLeavesTheSessionAlone) {
+  // The peer replaced cookie 333 by 222 (a restart we accepted); a client_ident of 333
+  // read late comes from an attempt abandoned before that: ours is the newer session.
+  Hello late{.node = kPeer, .client_cookie = 333, .global_seq = 1, .connect_seq = 1};
+  SessionView s = established();
+  s.client_cookie_retired = true;
+  const Decision d = decide(s, late, kMe);
+  EXPECT_EQ(d.kind, K::reset);
+  EXPECT_FALSE(d.reset_local);
+  EXPECT_FALSE(d.drop_outbound);
+  // The same ident with a cookie never seen is a restart.
+  s.client_cookie_retired = false;
+  EXPECT_TRUE(decide(s, late, kMe).reset_local);
+}
+
 TEST(Decide, LostServerIdentIsAResumeNotAReset) {
   // The peer never got our server_ident: same client cookie, no server cookie.
   Hello h{.node = kPeer, .client_cookie = 222, .global_seq = 6, .connect_seq = 4};
