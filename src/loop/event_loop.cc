@@ -29,6 +29,9 @@ constexpr int kMaxEvents = 64;
 // Iterations in a row whose pollers found work may skip epoll_wait; then one looks, so
 // that the loop's other fds (sockets, the timerfd) are never starved by busy pollers.
 constexpr int kMaxEpollSkips = 16;
+// Busy mode: the longest stretch of empty polling before the loop looks at its fds and
+// timers (busy_pass): what a socket's event or a due timer may wait in busy mode.
+constexpr auto kBusyLook = std::chrono::microseconds(20);
 
 std::uint32_t to_epoll(std::uint32_t interest) {
   return ((interest & kReadable) ? EPOLLIN | EPOLLRDHUP : 0u) |
@@ -193,14 +196,20 @@ class EventLoop::Impl {
     return static_cast<int>(batch.size());
   }
 
-  // Busy mode: up to PollSet::kCheckEvery passes before the iteration looks at epoll and
-  // the clock, so that an empty pass does not cost an epoll_wait(0) system call.
+  // Busy mode: polls until a pass finds work, a post or stop() is pending, or
+  // kBusyLook of empty polling has passed (or a timer is due); only then does the
+  // iteration look at epoll. The clock is read every PollSet::kCheckEvery empty passes.
+  // An epoll_wait(0) is a system call (microseconds in a TCG guest), and a completion
+  // landing during it waits for it: looking after every few passes cost the busy ping-pong
+  // a system call per message on each side.
   int busy_pass() {
-    for (std::uint32_t i = 0; i < loop::PollSet::kCheckEvery; ++i) {
+    const Clock::time_point look =
+        manual_ ? Clock::time_point::min() : std::min(Clock::now() + kBusyLook, timers_.next());
+    for (std::uint32_t i = 1;; ++i) {
       if (const int found = polls_.poll_all(); found > 0) return found;
-      if (wake_signalled_.load(std::memory_order_acquire)) break;
+      if (wake_signalled_.load(std::memory_order_acquire)) return 0;
+      if (i % loop::PollSet::kCheckEvery == 0 && Clock::now() >= look) return 0;
     }
-    return 0;
   }
 
   // The pollers before the wait (poll_set.h): busy mode polls once; after work, a spin
