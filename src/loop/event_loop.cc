@@ -108,6 +108,8 @@ class EventLoop::Impl {
   loop::TimerHeap timers_;
   Clock::time_point armed_{Clock::time_point::max()};
   std::vector<Task> deferred_;
+  std::vector<Task> deferred_spare_;  // run_deferred's batch storage, kept between iterations
+  bool deferred_running_ = false;
   std::map<std::uint64_t, Task> destroy_hooks_;
   std::vector<std::pair<const void*, std::shared_ptr<void>>> services_;  // oldest first
 
@@ -189,11 +191,26 @@ class EventLoop::Impl {
     return static_cast<int>(batch.size());
   }
 
+  // The batch's storage is kept for the next iteration (a fresh vector per iteration was a
+  // malloc and a free per readiness notification); an iteration nested in a task (one
+  // that runs the loop itself) uses a vector of its own.
   int run_deferred() {
+    if (deferred_.empty()) return 0;
     std::vector<Task> batch;
+    const bool own = !deferred_running_;
+    if (own) {
+      batch.swap(deferred_spare_);
+      deferred_running_ = true;
+    }
     batch.swap(deferred_);
     for (auto& t : batch) stats_.run(t);
-    return static_cast<int>(batch.size());
+    const int n = static_cast<int>(batch.size());
+    if (own) {
+      batch.clear();
+      deferred_spare_.swap(batch);
+      deferred_running_ = false;
+    }
+    return n;
   }
 
   // Busy mode: polls until a pass finds work, a post or stop() is pending, or
