@@ -201,6 +201,12 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Leas
     if (r.is(Errc::timeout)) r = p->step_timeout();
     p->report.total = p->loop->now() - p->start;
     stats->record(p->report, r.error());
+    RMSG_LOG(debug, "cm: rdma connect %s: resolve %lld us, resources %lld us%s, handshake %lld us",
+             r ? "ok" : r.error().message().c_str(),
+             static_cast<long long>(p->report.resolve.count() / 1000),
+             static_cast<long long>(p->report.resources.count() / 1000),
+             p->report.reused ? " (reused)" : "",
+             static_cast<long long>(p->report.handshake.count() / 1000));
     auto deliver = std::move(p->done);
     deliver(std::move(r), p->report);
   };

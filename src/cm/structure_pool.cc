@@ -128,10 +128,12 @@ Result<std::unique_ptr<rdma::ConnResources>> StructurePool::acquire(const ReuseK
     }
     reused = true;
     stats_->add("structures.reused");
+    RMSG_LOG(debug, "cm: structure %u reused for %s", idle->get()->serial, key.to_string().c_str());
     keys_.insert_or_assign(idle->get(), key);
     return std::move(*idle);
   }
   reused = false;
+  RMSG_LOG(debug, "cm: building a structure for %s", key.to_string().c_str());
   watch_device(id);
   auto res = rdma::create_conn_resources(ctx, geometry, pd_for(ctx));
   if (!res) {
@@ -164,6 +166,7 @@ void StructurePool::release(rdma::ReleasedStructure r) {
   if (!r.res) return;
   if (!r.reusable || !keys_.contains(r.res.get()) || options_.max_idle == 0) {
     channel_->retire(std::move(r.id));
+    RMSG_LOG(debug, "cm: structure %u not kept: old id retired", r.res->serial);
     keys_.erase(r.res.get());
     return destroy(std::move(r.res),
                    r.reusable ? "structures.not_kept" : "structures.not_reusable");
@@ -179,6 +182,7 @@ void StructurePool::release(rdma::ReleasedStructure r) {
     return destroy(raw->take(), "structures.recycle_failed");
   }
   recyclers_.emplace(raw, std::move(recycler));
+  RMSG_LOG(debug, "cm: structure %u recycling", raw->resources().serial);
   wake_tick_();
 }
 
@@ -215,7 +219,9 @@ void StructurePool::destroy(std::unique_ptr<rdma::ConnResources> res, const char
   if (!res) return;
   stats_->add(counter);
   stats_->add("structures.destroyed");
+  const std::uint16_t serial = res->serial;
   res.reset();
+  RMSG_LOG(debug, "cm: structure %u destroyed (%s)", serial, counter);
 }
 
 }  // namespace rmsg::cm

@@ -343,8 +343,10 @@ void RdmaStream::teardown(bool was_established) {
   const bool timewait_exited = cm_ && cm_->timewait_exited();
   if (cm_ && hooks_.release) old_id = cm_->release_id();
   cm_.reset();  // rdma_disconnect (the peer sees DISCONNECTED), id retired
+  RMSG_LOG(debug, "rdma stream: disconnected");
   move_qp_to_error();
   release_resources(std::move(old_id), timewait_exited, was_established);
+  RMSG_LOG(debug, "rdma stream: structure released");
   hooks_.lease.reset();  // a manager's count of live connections ends here
   alive_.reset();        // deferred tasks of this stream become no-ops
 }

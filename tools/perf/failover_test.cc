@@ -1,7 +1,10 @@
 // One row (--json: one object):
 //   {"test":"failover", transport:"rdma", size, outstanding, calls, lost, duplicated,
 //    switches, probes, replayed, max_pause_ms, max_pause_near (the switch nearest the
-//    longest pause: to_tcp or to_rdma), median_gap_us, detection:"seam"}
+//    longest pause: to_tcp or to_rdma), pause_to_tcp_ms, pause_to_rdma_ms (the longest
+//    gap around each direction's switches), to_tcp_ms (QP_FATAL to the first reply over
+//    TCP), median_gap_us, detection:"seam"}
+// --counters: each failover's timeline on stderr (failover_trace.h).
 // lost: calls that did not complete ok with their own body, or requests the server never
 // ran; duplicated: requests the server ran more than once. max_pause_ms: the longest gap
 // between two call completions (the switches are in it); client and server on one loop.
@@ -19,6 +22,7 @@
 #include "rdma/seams.h"
 #include "rmsg/rdma.h"
 #include "rmsg/rpc.h"
+#include "failover_trace.h"
 #include "stream_transport.h"
 #include "verbs/seams.h"
 
@@ -30,11 +34,16 @@ using namespace std::chrono_literals;
 // The ConnectionManager's streams, noting the QP of the newest RDMA stream it connected:
 // the seam the run fails. The session's live RDMA connection is the newest one whenever
 // session_info() says it runs on RDMA (a probe that won is the newest connect).
+// Each connect goes into the trace.
 class QpNotingStreams final : public StreamFactory {
  public:
-  explicit QpNotingStreams(std::unique_ptr<ConnectionManager> cm) : cm_(std::move(cm)) {}
+  QpNotingStreams(std::unique_ptr<ConnectionManager> cm, FailoverTrace& trace)
+      : cm_(std::move(cm)), trace_(trace) {}
   void connect(const ConnectionParams& params, ConnectCallback done) override {
-    cm_->connect(params, [this, done = std::move(done)](Result<Stream> r) {
+    const Transport t = params.transport;
+    trace_.connect_started(t, cm_->loop().now());
+    cm_->connect(params, [this, t, done = std::move(done)](Result<Stream> r) {
+      trace_.connect_done(t, r.ok(), cm_->loop().now());
       if (r) {
         if (ibv_qp* qp = rdma::stream_qp(r.value())) newest_qp = qp;
       }
@@ -49,6 +58,7 @@ class QpNotingStreams final : public StreamFactory {
 
  private:
   std::unique_ptr<ConnectionManager> cm_;
+  FailoverTrace& trace_;
 };
 
 int fail(const std::string& what, std::error_code ec) {
@@ -98,15 +108,20 @@ int run_failover_test(const Options& o) {
   const std::size_t depth = o.outstanding.empty() ? 16 : o.outstanding.front();
   const std::uint64_t iters = std::max<std::uint64_t>(o.iters != 0 ? o.iters : 20000, 400);
 
+  FailoverTrace trace;  // before the endpoints: it outlives their last log line
   auto server = RpcEndpoint::create(loop, options(1));
   if (!server) return fail("server", server.error());
   auto cm = ConnectionManager::create(loop);
   if (!cm) return fail("connection manager", cm.error());
-  auto streams = std::make_unique<QpNotingStreams>(std::move(cm).value());
+  auto streams = std::make_unique<QpNotingStreams>(std::move(cm).value(), trace);
   QpNotingStreams* seam = streams.get();
   std::vector<SessionEvent> switches_seen;
   auto client = RpcAccess::create(loop, options(2), std::move(streams), [&](SessionEvent e) {
-    if (e.kind == SessionEvent::Kind::switched) switches_seen.push_back(std::move(e));
+    if (e.kind == SessionEvent::Kind::disconnected) trace.disconnected(loop.now());
+    if (e.kind == SessionEvent::Kind::switched) {
+      trace.switched(e.transport, e.time);
+      switches_seen.push_back(std::move(e));
+    }
   });
   if (!client) return fail("client", client.error());
   PeerAddresses to_server{params(Transport::rdma, *local), params(Transport::tcp, *local),
@@ -163,6 +178,7 @@ int run_failover_test(const Options& o) {
           ibv_async_event ev{};
           ev.event_type = IBV_EVENT_QP_FATAL;
           ev.element.qp = seam->newest_qp;
+          trace.injected(loop.now());
           verbs::route_async_event(loop, seam->newest_qp->context, ev);
           seam->newest_qp = nullptr;
           ++failures;
@@ -211,30 +227,44 @@ int run_failover_test(const Options& o) {
   }
   const auto& c = m.counters();
   const std::uint64_t switches = c.value("msg.switches.to_tcp") + c.value("msg.switches.to_rdma");
+  // Per direction, the worst of the failovers: the longest gap, and (to TCP) the time from
+  // the QP_FATAL to the first reply over TCP.
+  double pause_to_tcp = 0, pause_to_rdma = 0, to_tcp = 0;
+  for (const auto& sw : trace.switches(done_at)) {
+    pause_to_tcp = std::max(pause_to_tcp, sw.pause_to_tcp_ms);
+    pause_to_rdma = std::max(pause_to_rdma, sw.pause_to_rdma_ms);
+    if (sw.tcp_first != Clock::time_point{}) {
+      to_tcp = std::max(
+          to_tcp, std::chrono::duration<double, std::milli>(sw.tcp_first - sw.injected).count());
+    }
+  }
+  if (o.counters) trace.print(stderr, done_at);
   if (o.json) {
     std::printf(
         "{\"test\":\"failover\",\"transport\":\"rdma\",\"size\":%llu,\"outstanding\":%zu,"
         "\"calls\":%llu,\"lost\":%llu,\"duplicated\":%llu,\"switches\":%llu,\"probes\":%llu,"
         "\"replayed\":%llu,\"max_pause_ms\":%.2f,\"max_pause_near\":\"%s\","
+        "\"pause_to_tcp_ms\":%.2f,\"pause_to_rdma_ms\":%.2f,\"to_tcp_ms\":%.2f,"
         "\"median_gap_us\":%.1f,\"detection\":\"seam\"}\n",
         static_cast<unsigned long long>(size), depth, static_cast<unsigned long long>(ok + bad),
         static_cast<unsigned long long>(lost), static_cast<unsigned long long>(duplicated),
         static_cast<unsigned long long>(switches),
         static_cast<unsigned long long>(c.value("msg.probes")),
         static_cast<unsigned long long>(c.value("msg.replayed_across_switch")), max_pause_ms,
-        pause_near, median_gap_us);
+        pause_near, pause_to_tcp, pause_to_rdma, to_tcp, median_gap_us);
   } else {
     std::printf(
         "rmsg-perf: failover over rdma_preferred on %s: %llu calls of %llu B, %zu outstanding; "
         "RDMA failed twice (QP_FATAL through the seam)\n"
         "  lost %llu, duplicated %llu, switches %llu, probes %llu, replayed %llu, "
-        "max pause %.2f ms (at the switch %s), median gap %.1f us\n",
+        "max pause %.2f ms (at the switch %s; to TCP %.2f ms, to RDMA %.2f ms; QP_FATAL to "
+        "the first reply over TCP %.2f ms), median gap %.1f us\n",
         host.c_str(), static_cast<unsigned long long>(ok + bad),
         static_cast<unsigned long long>(size), depth, static_cast<unsigned long long>(lost),
         static_cast<unsigned long long>(duplicated), static_cast<unsigned long long>(switches),
         static_cast<unsigned long long>(c.value("msg.probes")),
         static_cast<unsigned long long>(c.value("msg.replayed_across_switch")), max_pause_ms,
-        pause_near, median_gap_us);
+        pause_near, pause_to_tcp, pause_to_rdma, to_tcp, median_gap_us);
   }
   return finished && lost == 0 && duplicated == 0 && switches >= 2 ? 0 : 1;
 }
