@@ -125,7 +125,8 @@ class RdmaSideImpl final : public RdmaSide {
                           AcceptCallback on_accept, AcceptRouter router) override;
   Result<AcceptTarget> accept_routed(const ConnectionParams& params,
                                      AcceptCallback on_accept) override;
-  bool tick(Clock::time_point now) override;
+  bool tick(Clock::time_point now, bool quiet) override;
+  void pause() override { pool_->pause(); }
   std::size_t idle() const override { return pool_->idle(); }
   std::size_t recycling() const override { return pool_->recycling(); }
   std::size_t pending() const override { return pending_->size(); }
@@ -193,6 +194,7 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Leas
   p->loop = &loop_;
   p->start = loop_.now();
   pending_->emplace(p->id, p);
+  pool_->pause();  // this connect's setup before the pool's chores
   wake_tick_();
   auto finish = [table = std::weak_ptr<PendingTable>(pending_), stats = stats_,
                  p](Result<Stream> r) {
@@ -259,7 +261,7 @@ Result<AcceptTarget> RdmaSideImpl::accept_routed(const ConnectionParams& params,
   return AcceptTarget(target_);
 }
 
-bool RdmaSideImpl::tick(Clock::time_point now) {
+bool RdmaSideImpl::tick(Clock::time_point now, bool quiet) {
   std::vector<std::shared_ptr<PendingConnect>> due;
   for (auto& [id, p] : *pending_) {
     if (p->conn != nullptr && now > p->deadline) due.push_back(p);
@@ -268,7 +270,7 @@ bool RdmaSideImpl::tick(Clock::time_point now) {
     p->deadline = kNever;
     if (p->conn != nullptr) p->conn->expire(p->deadline_error);
   }
-  const bool pool_busy = pool_->tick(now);
+  const bool pool_busy = pool_->tick(now, quiet && pending_->empty());
   return pool_busy || !pending_->empty();
 }
 

@@ -25,6 +25,7 @@ StructurePool::StructurePool(EventLoop& loop, std::shared_ptr<rdmacm::CmChannel>
 
 StructurePool::~StructurePool() {
   channel_->remove_removal_observer(removal_observer_);
+  drop_chores(nullptr);
   for (auto& [raw, recycler] : recyclers_) {
     auto res = recycler->take();
     recycler.reset();  // unwatches its completion channels before they close
@@ -37,7 +38,9 @@ StructurePool::~StructurePool() {
 
 void StructurePool::drop_device(ibv_context* ctx) {
   const bool known = pds_.contains(ctx) || devices_.contains(ctx);
-  std::size_t dropped = 0;
+  std::size_t dropped = chores_.size();
+  drop_chores(ctx);
+  dropped -= chores_.size();
   std::vector<rdma::Recycler*> doomed;
   for (auto& [raw, recycler] : recyclers_) {
     if (recycler->resources().context == ctx) doomed.push_back(raw);
@@ -165,12 +168,20 @@ std::function<void(rdma::ReleasedStructure)> StructurePool::release_hook() {
 void StructurePool::release(rdma::ReleasedStructure r) {
   if (!r.res) return;
   if (!r.reusable || !keys_.contains(r.res.get()) || options_.max_idle == 0) {
-    channel_->retire(std::move(r.id));
-    RMSG_LOG(debug, "cm: structure %u not kept: old id retired", r.res->serial);
-    keys_.erase(r.res.get());
-    return destroy(std::move(r.res),
-                   r.reusable ? "structures.not_kept" : "structures.not_reusable");
+    auto key = keys_.extract(r.res.get());
+    // A failed QP: its connection is likely to be made again soon (a failover's probe).
+    if (!r.reusable && !key.empty()) want_spare(key.mapped(), r.res->context, r.res->geometry);
+    RMSG_LOG(debug, "cm: structure %u not kept", r.res->serial);
+    return destroy_later(std::move(r.res), std::move(r.id),
+                         r.reusable ? "structures.not_kept" : "structures.not_reusable");
   }
+  // Ended by an error: kept, but back only after the timewait (seconds); a spare covers
+  // the reconnect that is likely to come before.
+  if (r.abnormal) want_spare(keys_.at(r.res.get()), r.res->context, r.res->geometry);
+  recycle_later(std::move(r));
+}
+
+void StructurePool::start_recycling(rdma::ReleasedStructure r) {
   const auto deadline = loop_.now() + options_.recycle_timeout;
   auto recycler = std::make_unique<rdma::Recycler>(
       loop_, channel_, std::move(r), options_.wait_timewait, options_.timewait_limit, deadline,
@@ -201,14 +212,16 @@ void StructurePool::on_recycled(rdma::Recycler& recycler, bool ok) {
   wake_tick_();
 }
 
-bool StructurePool::tick(Clock::time_point now) {
+bool StructurePool::tick(Clock::time_point now, bool quiet) {
+  quiet_ = quiet;
+  run_chore();
   std::vector<rdma::Recycler*> all;
   for (auto& [raw, recycler] : recyclers_) all.push_back(raw);
   for (rdma::Recycler* r : all) {
     if (recyclers_.contains(r)) r->check_deadline(now);  // may remove r (done callback)
   }
   for (auto& res : idle_.expire(now)) destroy(std::move(res), "structures.expired");
-  return !recyclers_.empty() || idle_.size() > 0;
+  return !recyclers_.empty() || idle_.size() > 0 || !chores_.empty();
 }
 
 void StructurePool::drop_idle() {
