@@ -69,10 +69,14 @@ bool StructurePool::chore_step(Chore& c) {
   }
   if (c.id) {
     channel_->retire(std::move(c.id));  // outside any dispatch: destroyed now
+    RMSG_LOG(debug, "cm: an old id retired");
     return !c.res && !c.build;
   }
   if (c.res) {
-    if (rdma::release_one(*c.res)) return false;
+    if (rdma::release_one(*c.res)) {
+      RMSG_LOG(debug, "cm: structure %u: one object destroyed", c.res->serial);
+      return false;
+    }
     RMSG_LOG(debug, "cm: structure %u taken apart", c.res->serial);
     c.res.reset();
     return true;
@@ -84,7 +88,10 @@ bool StructurePool::chore_step(Chore& c) {
     stats_->add("structures.spare_failed");
     return true;
   }
-  if (!done.value()) return false;
+  if (!done.value()) {
+    RMSG_LOG(debug, "cm: spare: step %d built", c.build->steps());
+    return false;
+  }
   auto res = c.build->take();
   next_serial_ = rdma::next_serial(next_serial_);
   res->serial = next_serial_;

@@ -104,6 +104,7 @@ class ResourceBuilder {
   Result<bool> step();
   std::unique_ptr<ConnResources> take() { return std::move(r_); }
   const ConnResources& resources() const { return *r_; }
+  int steps() const noexcept { return next_; }  // taken so far
 
  private:
   std::unique_ptr<ConnResources> r_;
