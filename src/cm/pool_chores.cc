@@ -36,9 +36,8 @@ void StructurePool::destroy_later(std::unique_ptr<rdma::ConnResources> res, verb
 void StructurePool::want_spare(const ReuseKey& key, ibv_context* ctx,
                                const rdma::Geometry& geometry) {
   if (!options_.spares || options_.max_idle == 0 || idle_.count(key) > 0) return;
-  const bool building = std::any_of(chores_.begin(), chores_.end(), [&](const Chore& c) {
-    return c.build && c.key == key;
-  });
+  const bool building = std::any_of(chores_.begin(), chores_.end(),
+                                    [&](const Chore& c) { return c.build && c.key == key; });
   if (building) return;
   Chore c;
   c.build = std::make_unique<rdma::ResourceBuilder>(ctx, geometry, pd_for(ctx));

@@ -227,9 +227,9 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Leas
 rdma::ResourceHooks RdmaSideImpl::passive_hooks(const ConnectionParams& params) {
   rdma::ResourceHooks hooks;
   hooks.acquire = [pool = std::weak_ptr<StructurePool>(pool_),
-                   accepting = std::weak_ptr<AcceptingTable>(accepting_), loop = &loop_,
-                   params](rdma_cm_id* id, const rdma::Geometry& g)
-      -> Result<std::unique_ptr<rdma::ConnResources>> {
+                   accepting = std::weak_ptr<AcceptingTable>(accepting_), loop = &loop_, params](
+                      rdma_cm_id* id,
+                      const rdma::Geometry& g) -> Result<std::unique_ptr<rdma::ConnResources>> {
     auto self = pool.lock();
     if (!self) return rdma::create_conn_resources(id->verbs, g);  // manager gone: unpooled
     self->pause();

@@ -315,8 +315,8 @@ void RdmaStream::release_resources(verbs::CmId old_id, bool timewait_exited, boo
   // A peer's disconnect leaves the QP sound; any other error may have come from the QP.
   const bool reusable = was_established && (!error_ || error_ == Errc::connection_reset ||
                                             error_ == Errc::peer_closed);
-  hooks_.release({std::move(res_), reusable, std::move(old_id), timewait_exited,
-                  static_cast<bool>(error_)});
+  hooks_.release(
+      {std::move(res_), reusable, std::move(old_id), timewait_exited, static_cast<bool>(error_)});
 }
 
 void RdmaStream::close() {

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "failover_trace.h"
 #include "msg/rpc_seams.h"
 #include "rdma/seams.h"
 #include "rmsg/rdma.h"
 #include "rmsg/rpc.h"
-#include "failover_trace.h"
 #include "stream_transport.h"
 #include "verbs/seams.h"
 
@@ -122,8 +122,7 @@ int run_failover_test(const Options& o) {
   auto server_cm = ConnectionManager::create(loop, cmo);
   if (!server_cm) return fail("connection manager", server_cm.error());
   auto server = RpcAccess::create(
-      loop, options(1), std::make_unique<QpNotingStreams>(std::move(server_cm).value(), trace),
-      {});
+      loop, options(1), std::make_unique<QpNotingStreams>(std::move(server_cm).value(), trace), {});
   if (!server) return fail("server", server.error());
   auto cm = ConnectionManager::create(loop, cmo);
   if (!cm) return fail("connection manager", cm.error());

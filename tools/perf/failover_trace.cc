@@ -40,8 +40,8 @@ Clock::time_point first_after(const std::vector<Clock::time_point>& v, Clock::ti
 }  // namespace
 
 FailoverTrace::FailoverTrace() {
-  set_log_handler(
-      [this](LogLevel, std::string_view m) { add(Clock::now(), std::string(m)); }, LogLevel::debug);
+  set_log_handler([this](LogLevel, std::string_view m) { add(Clock::now(), std::string(m)); },
+                  LogLevel::debug);
 }
 
 FailoverTrace::~FailoverTrace() {
@@ -71,7 +71,8 @@ void FailoverTrace::connect_done(Transport t, bool ok, Clock::time_point at) {
       break;
     }
   }
-  add(at, std::string("perf: client ") + to_string(t) + (ok ? " stream connected" : " connect failed"));
+  add(at,
+      std::string("perf: client ") + to_string(t) + (ok ? " stream connected" : " connect failed"));
 }
 
 void FailoverTrace::disconnected(Clock::time_point at) {
@@ -123,8 +124,8 @@ std::vector<FailoverTrace::Switch> FailoverTrace::switches(
     if (s.rdma_welcome != kUnset) {
       s.rdma_first = first_after(done_at, s.rdma_welcome);
       if (s.probe != kUnset && s.rdma_first != kUnset) {
-        s.pause_to_rdma_ms = longest_gap_ending_in(done_at, s.probe,
-                                                   s.rdma_first + std::chrono::milliseconds(50));
+        s.pause_to_rdma_ms =
+            longest_gap_ending_in(done_at, s.probe, s.rdma_first + std::chrono::milliseconds(50));
       }
     }
     out.push_back(s);

@@ -27,14 +27,14 @@ class FailoverTrace {
   };
   // One switch to TCP and back, from the QP_FATAL on; unset times are time_point{}.
   struct Switch {
-    Clock::time_point injected;     // QP_FATAL routed to the live RDMA stream's QP
-    Clock::time_point failed;       // the session's `disconnected` event (its callback)
-    Clock::time_point tcp_connect;  // the session's TCP connect asked of the factory
-    Clock::time_point tcp_up;       // that stream connected
-    Clock::time_point tcp_welcome;  // `switched` to TCP: the handshake's welcome
-    Clock::time_point tcp_first;    // the first call completion after it
-    Clock::time_point probe;        // the RDMA connect (probe) that brought RDMA back
-    Clock::time_point probe_up;     // its stream connected
+    Clock::time_point injected;      // QP_FATAL routed to the live RDMA stream's QP
+    Clock::time_point failed;        // the session's `disconnected` event (its callback)
+    Clock::time_point tcp_connect;   // the session's TCP connect asked of the factory
+    Clock::time_point tcp_up;        // that stream connected
+    Clock::time_point tcp_welcome;   // `switched` to TCP: the handshake's welcome
+    Clock::time_point tcp_first;     // the first call completion after it
+    Clock::time_point probe;         // the RDMA connect (probe) that brought RDMA back
+    Clock::time_point probe_up;      // its stream connected
     Clock::time_point rdma_welcome;  // `switched` to RDMA
     Clock::time_point rdma_first;    // the first call completion after it
     double pause_to_tcp_ms = 0;      // the longest gap between completions ending by tcp_first
