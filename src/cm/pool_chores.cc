@@ -16,18 +16,16 @@ namespace rmsg::cm {
 
 void StructurePool::destroy_later(std::unique_ptr<rdma::ConnResources> res, verbs::CmId id,
                                   const char* counter) {
-  if (!options_.deferred_teardown) {
-    channel_->retire(std::move(id));
-    return destroy(std::move(res), counter);
-  }
-  if (!res && !id) return;
-  if (res) {
-    stats_->add(counter);
-    stats_->add("structures.destroyed");
-    stats_->add("structures.deferred_teardowns");
-  }
+  // The old id goes now, as without the option: destroyed while its DREQ is still
+  // outstanding (just sent) the kernel cancels it at once; later, it may wait for the
+  // DREQ's own timeout in rdma_destroy_id (tests/softroce/README.md, Traps).
+  channel_->retire(std::move(id));
+  if (!options_.deferred_teardown) return destroy(std::move(res), counter);
+  if (!res) return;
+  stats_->add(counter);
+  stats_->add("structures.destroyed");
+  stats_->add("structures.deferred_teardowns");
   Chore c;
-  c.id = std::move(id);
   c.res = std::move(res);
   chores_.push_back(std::move(c));
   wake_tick_();
@@ -56,8 +54,19 @@ void StructurePool::recycle_later(rdma::ReleasedStructure released) {
 }
 
 // From the tick (not inside a CM event's dispatch: a retired id is destroyed at once).
-void StructurePool::run_chore() {
-  if (!quiet_ || chores_.empty()) return;
+// A manager that is never quiet (connects all the time) still gets through its chores:
+// after kChoreWait without a quiet tick, one step per tick regardless.
+void StructurePool::run_chore(Clock::time_point now) {
+  if (chores_.empty()) {
+    not_quiet_since_ = Clock::time_point::max();
+    return;
+  }
+  if (!quiet_) {
+    not_quiet_since_ = std::min(not_quiet_since_, now);
+    if (now - not_quiet_since_ < kChoreWait) return;
+  } else {
+    not_quiet_since_ = Clock::time_point::max();
+  }
   if (chore_step(chores_.front())) chores_.pop_front();
 }
 

@@ -214,7 +214,7 @@ void StructurePool::on_recycled(rdma::Recycler& recycler, bool ok) {
 
 bool StructurePool::tick(Clock::time_point now, bool quiet) {
   quiet_ = quiet;
-  run_chore();
+  run_chore(now);
   std::vector<rdma::Recycler*> all;
   for (auto& [raw, recycler] : recyclers_) all.push_back(raw);
   for (rdma::Recycler* r : all) {

@@ -84,20 +84,22 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
 
   // pool_chores.cc
   struct Chore {
-    verbs::CmId id;                                // teardown: retired first
+    verbs::CmId id;                                // retired first (unused today)
     std::unique_ptr<rdma::ConnResources> res;      // teardown: taken apart object by object
     std::unique_ptr<rdma::ResourceBuilder> build;  // spare: built, then parked under key
     ReuseKey key;
     rdma::ReleasedStructure recycle;  // reusable: its recycling starts (start_recycling)
   };
-  // destroy(), or with deferred_teardown a chore (counted as destroyed now).
+  // Retires `id` at once; destroy(), or with deferred_teardown a chore (counted as
+  // destroyed now).
   void destroy_later(std::unique_ptr<rdma::ConnResources> res, verbs::CmId id, const char* counter);
   // With `spares`, a spare under `key` unless one is idle or being built already.
   void want_spare(const ReuseKey& key, ibv_context* ctx, const rdma::Geometry& geometry);
   // start_recycling(), or with deferred_teardown a chore.
   void recycle_later(rdma::ReleasedStructure released);
   void start_recycling(rdma::ReleasedStructure released);
-  void run_chore();
+  void run_chore(Clock::time_point now);
+  static constexpr Duration kChoreWait = std::chrono::seconds(1);
   bool chore_step(Chore& chore);       // true when the chore is done
   void drop_chores(ibv_context* ctx);  // null: all
 
@@ -123,6 +125,7 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
   std::map<rdma::Recycler*, std::unique_ptr<rdma::Recycler>> recyclers_;
   std::deque<Chore> chores_;
   bool quiet_ = true;
+  Clock::time_point not_quiet_since_ = Clock::time_point::max();  // chores waiting since
 };
 
 }  // namespace rmsg::cm

@@ -168,6 +168,21 @@ void FailoverTrace::print(std::FILE* out, const std::vector<Clock::time_point>& 
     }
     gaps_until(end);
   }
+  // The run's longest gap, wherever it is, with what the library logged in it.
+  std::size_t worst = 0;
+  for (std::size_t i = 1; i < done_at.size(); ++i) {
+    if (done_at[i] - done_at[i - 1] > done_at[worst + 1] - done_at[worst]) worst = i - 1;
+  }
+  if (done_at.size() < 2 || injected_.empty()) return;
+  const auto from = done_at[worst], to = done_at[worst + 1];
+  const auto t0 = injected_.front();
+  std::fprintf(out, "longest gap of the run: %.3f ms, from %s ms after the first QP_FATAL\n",
+               ms(to - from), offset(from, t0).c_str());
+  for (const Mark& m : marks_) {
+    if (m.at >= from - std::chrono::milliseconds(1) && m.at <= to) {
+      std::fprintf(out, "  %10s  %s\n", offset(m.at, t0).c_str(), m.what.c_str());
+    }
+  }
 }
 
 }  // namespace rmsg::perf

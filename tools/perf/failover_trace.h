@@ -58,7 +58,8 @@ class FailoverTrace {
   // Builds the switches from the marks and `done_at` (every call completion, in order).
   std::vector<Switch> switches(const std::vector<Clock::time_point>& done_at) const;
   // Per switch: its milestones, then every mark and every gap over 2 ms between its
-  // QP_FATAL and 50 ms after its first completion over RDMA, offsets from the QP_FATAL.
+  // QP_FATAL and 50 ms after its first completion over RDMA, offsets from the QP_FATAL;
+  // then the run's longest gap with the marks in it.
   void print(std::FILE* out, const std::vector<Clock::time_point>& done_at) const;
 
  private:
