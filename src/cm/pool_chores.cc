@@ -53,7 +53,7 @@ void StructurePool::recycle_later(rdma::ReleasedStructure released) {
   wake_tick_();
 }
 
-// From the tick (not inside a CM event's dispatch: a retired id is destroyed at once).
+// From the tick (outside any CM event's dispatch).
 // A manager that is never quiet (connects all the time) still gets through its chores:
 // after kChoreWait without a quiet tick, one step per tick regardless.
 void StructurePool::run_chore(Clock::time_point now) {
@@ -74,11 +74,6 @@ bool StructurePool::chore_step(Chore& c) {
   if (c.recycle.res) {
     start_recycling(std::move(c.recycle));
     return true;
-  }
-  if (c.id) {
-    channel_->retire(std::move(c.id));  // outside any dispatch: destroyed now
-    RMSG_LOG(debug, "cm: an old id retired");
-    return !c.res && !c.build;
   }
   if (c.res) {
     if (rdma::release_one(*c.res)) {
@@ -117,8 +112,7 @@ void StructurePool::drop_chores(ibv_context* ctx) {
   auto device = [](const Chore& c) -> const ibv_context* {
     if (c.recycle.res) return c.recycle.res->context;
     if (c.res) return c.res->context;
-    if (c.build) return c.build->resources().context;
-    return c.id ? c.id.get()->verbs : nullptr;
+    return c.build ? c.build->resources().context : nullptr;
   };
   std::deque<Chore> kept;
   for (Chore& c : chores_) {
@@ -126,7 +120,6 @@ void StructurePool::drop_chores(ibv_context* ctx) {
       kept.push_back(std::move(c));
       continue;
     }
-    channel_->retire(std::move(c.id));
     channel_->retire(std::move(c.recycle.id));
     if (c.recycle.res) keys_.erase(c.recycle.res.get());
     c.recycle.res.reset();

@@ -84,7 +84,6 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
 
   // pool_chores.cc
   struct Chore {
-    verbs::CmId id;                                // retired first (unused today)
     std::unique_ptr<rdma::ConnResources> res;      // teardown: taken apart object by object
     std::unique_ptr<rdma::ResourceBuilder> build;  // spare: built, then parked under key
     ReuseKey key;
