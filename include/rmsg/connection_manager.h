@@ -175,6 +175,21 @@ struct ConnectionManagerOptions {
   Duration timewait_limit = std::chrono::seconds(4);
   // Reaping (ERR to RESET) that takes longer destroys the structure.
   Duration recycle_timeout = std::chrono::seconds(10);
+  // Background work on the loop (docs/connection-manager.md, "Background work"): a verbs
+  // call is a system call, a millisecond or more on a slow host (rxe under emulation), and
+  // taking a structure apart or building one is a dozen of them; done in one callback they
+  // hold the loop for all of that, right when a failed connection's replacement is being
+  // set up. With these, that work is queued and done one verbs call per loop iteration
+  // while no connect of this manager is under way (counted when queued).
+  // deferred_teardown: a structure that cannot be reused (its QP failed) is taken apart
+  // so, its old rdma_cm id retired the same way, instead of at once.
+  bool deferred_teardown = false;
+  // spares: after a connection ended by an error (its QP failed, or the peer disconnected
+  // without a close), a spare structure is built so under its key, unless one is idle:
+  // the reconnect (or a failover's probe) that is likely to follow takes it from the pool
+  // (structures.reused) instead of building one in its own setup. It is an idle structure
+  // like any other (max_idle, max_idle_time); structures.spares counts them.
+  bool spares = false;
   // The most connections (both transports together) this manager keeps live at once:
   // connecting, established or lingering (see the top of this file). 0: no bound. A
   // daemon facing a connect flood sets it to what its memory, QPs and fds allow.
@@ -249,7 +264,8 @@ class ConnectionManager {
   Result<AcceptTarget> accept_routed(const ConnectionParams& params, AcceptCallback on_accept);
 
   // Counters (docs/connection-manager.md lists them): structures.created / reused /
-  // destroyed / evicted / expired / recycled / ..., connects.ok, connects.failed.<cause>,
+  // destroyed / evicted / expired / recycled / spares / deferred_teardowns / ...,
+  // connects.ok, connects.failed.<cause>,
   // latency sums per mode and phase, limit.connects_refused / limit.accepts_rejected.
   const CounterSet& counters() const;
   std::size_t idle() const;       // structures parked in the pool

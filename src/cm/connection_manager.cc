@@ -71,6 +71,7 @@ void ConnectionManager::Impl::refuse(std::error_code ec, ReportCallback done) {
 void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params,
                                           cm::ConnectionLimit::Lease lease, ReportCallback done) {
   ++tcp_pending_;
+  if (rdma_) rdma_->pause();  // the pool's chores wait for this connect
   const auto start = loop_.now();
   auto finish = [weak = weak_from_this(), stats = stats_, start, loop = &loop_,
                  lease = std::move(lease), done = std::move(done)](Result<Stream> r) mutable {
@@ -154,7 +155,7 @@ void ConnectionManager::Impl::wake_tick() {
 }
 
 void ConnectionManager::Impl::on_tick() {
-  if (rdma_ && rdma_->tick(loop_.now())) return;
+  if (rdma_ && rdma_->tick(loop_.now(), tcp_pending_ == 0)) return;
   loop_.cancel_timer(std::exchange(tick_, 0));  // nothing to watch until the next wake
 }
 

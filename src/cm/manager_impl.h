@@ -32,8 +32,11 @@ class RdmaSide {
   // Opens this side's AcceptTarget for requests routed to it (see the public header).
   virtual Result<AcceptTarget> accept_routed(const ConnectionParams& params,
                                              AcceptCallback on_accept) = 0;
-  // Step deadlines, recycling deadlines, idle expiry. True while it has work to watch.
-  virtual bool tick(Clock::time_point now) = 0;
+  // Step deadlines, recycling deadlines, idle expiry, and (`quiet`: no TCP connect under
+  // way) the pool's background chores. True while it has work to watch.
+  virtual bool tick(Clock::time_point now, bool quiet) = 0;
+  // A TCP connect starts: the pool's chores wait (structure_pool.h).
+  virtual void pause() = 0;
   virtual std::size_t idle() const = 0;
   virtual std::size_t recycling() const = 0;
   virtual std::size_t pending() const = 0;

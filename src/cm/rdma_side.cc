@@ -8,6 +8,7 @@
 #include "cm/structure_pool.h"
 #include "rdma/rdma_acceptor.h"
 #include "rdma/rdma_connect.h"
+#include "rdma/seams.h"
 #include "rdmacm/cm_connection.h"
 #include "rmsg/log.h"
 
@@ -92,6 +93,7 @@ std::error_code PendingConnect::step_timeout() const {
 }
 
 using PendingTable = std::map<std::uint64_t, std::shared_ptr<PendingConnect>>;
+using AcceptingTable = std::map<const ibv_qp*, Clock::time_point>;
 
 class RdmaSideImpl final : public RdmaSide {
  public:
@@ -125,7 +127,8 @@ class RdmaSideImpl final : public RdmaSide {
                           AcceptCallback on_accept, AcceptRouter router) override;
   Result<AcceptTarget> accept_routed(const ConnectionParams& params,
                                      AcceptCallback on_accept) override;
-  bool tick(Clock::time_point now) override;
+  bool tick(Clock::time_point now, bool quiet) override;
+  void pause() override { pool_->pause(); }
   std::size_t idle() const override { return pool_->idle(); }
   std::size_t recycling() const override { return pool_->recycling(); }
   std::size_t pending() const override { return pending_->size(); }
@@ -134,6 +137,7 @@ class RdmaSideImpl final : public RdmaSide {
  private:
   rdma::ResourceHooks connect_hooks(const std::shared_ptr<PendingConnect>& p);
   rdma::ResourceHooks passive_hooks(const ConnectionParams& params);
+  AcceptCallback delivered(AcceptCallback on_accept);
 
   EventLoop& loop_;
   std::shared_ptr<rdmacm::CmChannel> channel_;
@@ -144,6 +148,11 @@ class RdmaSideImpl final : public RdmaSide {
   std::function<void()> wake_tick_;
   std::shared_ptr<StructurePool> pool_;
   std::shared_ptr<PendingTable> pending_ = std::make_shared<PendingTable>();
+  // Passive connections between their CONNECT_REQUEST (the structure's acquisition) and
+  // their delivery, by QP, with the time by which they are given up on (their setup failed:
+  // nothing tells the listener's hooks) - so that the pool's chores wait for them as for
+  // connects.
+  std::shared_ptr<AcceptingTable> accepting_ = std::make_shared<AcceptingTable>();
   std::uint64_t next_id_ = 0;
 };
 
@@ -193,6 +202,7 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Leas
   p->loop = &loop_;
   p->start = loop_.now();
   pending_->emplace(p->id, p);
+  pool_->pause();  // this connect's setup before the pool's chores
   wake_tick_();
   auto finish = [table = std::weak_ptr<PendingTable>(pending_), stats = stats_,
                  p](Result<Stream> r) {
@@ -201,6 +211,12 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Leas
     if (r.is(Errc::timeout)) r = p->step_timeout();
     p->report.total = p->loop->now() - p->start;
     stats->record(p->report, r.error());
+    RMSG_LOG(debug, "cm: rdma connect %s: resolve %lld us, resources %lld us%s, handshake %lld us",
+             r ? "ok" : r.error().message().c_str(),
+             static_cast<long long>(p->report.resolve.count() / 1000),
+             static_cast<long long>(p->report.resources.count() / 1000),
+             p->report.reused ? " (reused)" : "",
+             static_cast<long long>(p->report.handshake.count() / 1000));
     auto deliver = std::move(p->done);
     deliver(std::move(r), p->report);
   };
@@ -210,13 +226,19 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Leas
 // Accepted connections key on the listener's (or target's) own parameters.
 rdma::ResourceHooks RdmaSideImpl::passive_hooks(const ConnectionParams& params) {
   rdma::ResourceHooks hooks;
-  hooks.acquire = [pool = std::weak_ptr<StructurePool>(pool_), params](
+  hooks.acquire = [pool = std::weak_ptr<StructurePool>(pool_),
+                   accepting = std::weak_ptr<AcceptingTable>(accepting_), loop = &loop_, params](
                       rdma_cm_id* id,
                       const rdma::Geometry& g) -> Result<std::unique_ptr<rdma::ConnResources>> {
     auto self = pool.lock();
     if (!self) return rdma::create_conn_resources(id->verbs, g);  // manager gone: unpooled
+    self->pause();
     bool reused = false;
-    return acquire_for(*self, params, id, g, true, reused);
+    auto res = acquire_for(*self, params, id, g, true, reused);
+    if (auto a = accepting.lock(); a && res) {
+      (*a)[res.value()->qp.get()] = loop->now() + params.rdma.connect_timeout;
+    }
+    return res;
   };
   hooks.release = pool_->release_hook();
   hooks.admit = [limit = std::weak_ptr<ConnectionLimit>(limit_),
@@ -233,8 +255,18 @@ rdma::ResourceHooks RdmaSideImpl::passive_hooks(const ConnectionParams& params) 
   return hooks;
 }
 
+// The accept's delivery ends its wait (accepting_).
+AcceptCallback RdmaSideImpl::delivered(AcceptCallback on_accept) {
+  return [accepting = std::weak_ptr<AcceptingTable>(accepting_),
+          on_accept = std::move(on_accept)](Stream s) {
+    if (auto a = accepting.lock()) a->erase(rdma::stream_qp(s));
+    on_accept(std::move(s));
+  };
+}
+
 Result<Listener> RdmaSideImpl::listen(const SocketAddress& address, const ConnectionParams& params,
                                       AcceptCallback on_accept, AcceptRouter router) {
+  on_accept = delivered(std::move(on_accept));
   rdma::ResourceHooks hooks = passive_hooks(params);
   if (router) hooks.route = make_route_hook(std::move(router), target_, channel_, stats_);
   return rdma::listen_with(loop_, address, params.rdma, std::move(hooks), std::move(on_accept));
@@ -243,6 +275,7 @@ Result<Listener> RdmaSideImpl::listen(const SocketAddress& address, const Connec
 Result<AcceptTarget> RdmaSideImpl::accept_routed(const ConnectionParams& params,
                                                  AcceptCallback on_accept) {
   RMSG_TRY(rdma::geometry_from(params.rdma));
+  on_accept = delivered(std::move(on_accept));
   if (routed_) {
     routed_->configure(params.rdma, passive_hooks(params), std::move(on_accept));
   } else {
@@ -253,7 +286,7 @@ Result<AcceptTarget> RdmaSideImpl::accept_routed(const ConnectionParams& params,
   return AcceptTarget(target_);
 }
 
-bool RdmaSideImpl::tick(Clock::time_point now) {
+bool RdmaSideImpl::tick(Clock::time_point now, bool quiet) {
   std::vector<std::shared_ptr<PendingConnect>> due;
   for (auto& [id, p] : *pending_) {
     if (p->conn != nullptr && now > p->deadline) due.push_back(p);
@@ -262,7 +295,8 @@ bool RdmaSideImpl::tick(Clock::time_point now) {
     p->deadline = kNever;
     if (p->conn != nullptr) p->conn->expire(p->deadline_error);
   }
-  const bool pool_busy = pool_->tick(now);
+  std::erase_if(*accepting_, [now](const auto& a) { return now > a.second; });
+  const bool pool_busy = pool_->tick(now, quiet && pending_->empty() && accepting_->empty());
   return pool_busy || !pending_->empty();
 }
 

@@ -25,6 +25,7 @@ StructurePool::StructurePool(EventLoop& loop, std::shared_ptr<rdmacm::CmChannel>
 
 StructurePool::~StructurePool() {
   channel_->remove_removal_observer(removal_observer_);
+  drop_chores(nullptr);
   for (auto& [raw, recycler] : recyclers_) {
     auto res = recycler->take();
     recycler.reset();  // unwatches its completion channels before they close
@@ -37,7 +38,9 @@ StructurePool::~StructurePool() {
 
 void StructurePool::drop_device(ibv_context* ctx) {
   const bool known = pds_.contains(ctx) || devices_.contains(ctx);
-  std::size_t dropped = 0;
+  std::size_t dropped = chores_.size();
+  drop_chores(ctx);
+  dropped -= chores_.size();
   std::vector<rdma::Recycler*> doomed;
   for (auto& [raw, recycler] : recyclers_) {
     if (recycler->resources().context == ctx) doomed.push_back(raw);
@@ -128,10 +131,12 @@ Result<std::unique_ptr<rdma::ConnResources>> StructurePool::acquire(const ReuseK
     }
     reused = true;
     stats_->add("structures.reused");
+    RMSG_LOG(debug, "cm: structure %u reused for %s", idle->get()->serial, key.to_string().c_str());
     keys_.insert_or_assign(idle->get(), key);
     return std::move(*idle);
   }
   reused = false;
+  RMSG_LOG(debug, "cm: building a structure for %s", key.to_string().c_str());
   watch_device(id);
   auto res = rdma::create_conn_resources(ctx, geometry, pd_for(ctx));
   if (!res) {
@@ -163,11 +168,20 @@ std::function<void(rdma::ReleasedStructure)> StructurePool::release_hook() {
 void StructurePool::release(rdma::ReleasedStructure r) {
   if (!r.res) return;
   if (!r.reusable || !keys_.contains(r.res.get()) || options_.max_idle == 0) {
-    channel_->retire(std::move(r.id));
-    keys_.erase(r.res.get());
-    return destroy(std::move(r.res),
-                   r.reusable ? "structures.not_kept" : "structures.not_reusable");
+    auto key = keys_.extract(r.res.get());
+    // A failed QP: its connection is likely to be made again soon (a failover's probe).
+    if (!r.reusable && !key.empty()) want_spare(key.mapped(), r.res->context, r.res->geometry);
+    RMSG_LOG(debug, "cm: structure %u not kept", r.res->serial);
+    return destroy_later(std::move(r.res), std::move(r.id),
+                         r.reusable ? "structures.not_kept" : "structures.not_reusable");
   }
+  // Ended by an error: kept, but back only after the timewait (seconds); a spare covers
+  // the reconnect that is likely to come before.
+  if (r.abnormal) want_spare(keys_.at(r.res.get()), r.res->context, r.res->geometry);
+  recycle_later(std::move(r));
+}
+
+void StructurePool::start_recycling(rdma::ReleasedStructure r) {
   const auto deadline = loop_.now() + options_.recycle_timeout;
   auto recycler = std::make_unique<rdma::Recycler>(
       loop_, channel_, std::move(r), options_.wait_timewait, options_.timewait_limit, deadline,
@@ -179,6 +193,7 @@ void StructurePool::release(rdma::ReleasedStructure r) {
     return destroy(raw->take(), "structures.recycle_failed");
   }
   recyclers_.emplace(raw, std::move(recycler));
+  RMSG_LOG(debug, "cm: structure %u recycling", raw->resources().serial);
   wake_tick_();
 }
 
@@ -197,14 +212,16 @@ void StructurePool::on_recycled(rdma::Recycler& recycler, bool ok) {
   wake_tick_();
 }
 
-bool StructurePool::tick(Clock::time_point now) {
+bool StructurePool::tick(Clock::time_point now, bool quiet) {
+  quiet_ = quiet;
+  run_chore(now);
   std::vector<rdma::Recycler*> all;
   for (auto& [raw, recycler] : recyclers_) all.push_back(raw);
   for (rdma::Recycler* r : all) {
     if (recyclers_.contains(r)) r->check_deadline(now);  // may remove r (done callback)
   }
   for (auto& res : idle_.expire(now)) destroy(std::move(res), "structures.expired");
-  return !recyclers_.empty() || idle_.size() > 0;
+  return !recyclers_.empty() || idle_.size() > 0 || !chores_.empty();
 }
 
 void StructurePool::drop_idle() {
@@ -215,7 +232,9 @@ void StructurePool::destroy(std::unique_ptr<rdma::ConnResources> res, const char
   if (!res) return;
   stats_->add(counter);
   stats_->add("structures.destroyed");
+  const std::uint16_t serial = res->serial;
   res.reset();
+  RMSG_LOG(debug, "cm: structure %u destroyed (%s)", serial, counter);
 }
 
 }  // namespace rmsg::cm

@@ -12,11 +12,19 @@
 // structures have no id of their own), or from the device's DEVICE_FATAL async event. A
 // device made again gets fresh structures.
 //
+// Background work (ConnectionManagerOptions::deferred_teardown, spares; pool_chores.cc):
+// taking a failed structure apart, starting a released one's recycling and building a
+// spare are queued as chores, done one verbs call per tick while no connect of the
+// manager is under way (pause() when one starts; the tick's `quiet` resumes), so that no
+// callback holds the loop for all of them. Device removal and the pool's end do what is
+// queued at once.
+//
 // Ownership: std::shared_ptr, owned by the manager's RDMA half; streams' release hooks
 // hold it weakly (release_hook()) so a stream closed after the manager is gone destroys
 // its structure instead. Threading: loop thread only.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -52,8 +60,12 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
   std::function<void(rdma::ReleasedStructure)> release_hook();
   void release(rdma::ReleasedStructure released);
 
-  // Recycling deadlines and idle expiry; true while anything is recycling or idle.
-  bool tick(Clock::time_point now);
+  // Recycling deadlines and idle expiry; `quiet`: no connect of the manager is under way
+  // (chores may run). True while anything is recycling, idle or queued.
+  bool tick(Clock::time_point now, bool quiet);
+  // A connect starts: chores wait for the next quiet tick.
+  void pause() noexcept { quiet_ = false; }
+  std::size_t chores() const noexcept { return chores_.size(); }
   std::size_t idle() const noexcept { return idle_.size(); }
   std::size_t recycling() const noexcept { return recyclers_.size(); }
   void drop_idle();
@@ -69,6 +81,26 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
   void on_cm_event(const rdma_cm_event& /*event*/) override {}
   void on_recycled(rdma::Recycler& recycler, bool ok);
   void destroy(std::unique_ptr<rdma::ConnResources> res, const char* counter);
+
+  // pool_chores.cc
+  struct Chore {
+    std::unique_ptr<rdma::ConnResources> res;      // teardown: taken apart object by object
+    std::unique_ptr<rdma::ResourceBuilder> build;  // spare: built, then parked under key
+    ReuseKey key;
+    rdma::ReleasedStructure recycle;  // reusable: its recycling starts (start_recycling)
+  };
+  // Retires `id` at once; destroy(), or with deferred_teardown a chore (counted as
+  // destroyed now).
+  void destroy_later(std::unique_ptr<rdma::ConnResources> res, verbs::CmId id, const char* counter);
+  // With `spares`, a spare under `key` unless one is idle or being built already.
+  void want_spare(const ReuseKey& key, ibv_context* ctx, const rdma::Geometry& geometry);
+  // start_recycling(), or with deferred_teardown a chore.
+  void recycle_later(rdma::ReleasedStructure released);
+  void start_recycling(rdma::ReleasedStructure released);
+  void run_chore(Clock::time_point now);
+  static constexpr Duration kChoreWait = std::chrono::seconds(1);
+  bool chore_step(Chore& chore);       // true when the chore is done
+  void drop_chores(ibv_context* ctx);  // null: all
 
   EventLoop& loop_;
   std::shared_ptr<rdmacm::CmChannel> channel_;
@@ -90,6 +122,9 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
   // Destroyed before the idle structures (declared after): a recycler retires its id.
   IdlePool<ReuseKey, std::unique_ptr<rdma::ConnResources>, ReuseKeyHash> idle_;
   std::map<rdma::Recycler*, std::unique_ptr<rdma::Recycler>> recyclers_;
+  std::deque<Chore> chores_;
+  bool quiet_ = true;
+  Clock::time_point not_quiet_since_ = Clock::time_point::max();  // chores waiting since
 };
 
 }  // namespace rmsg::cm

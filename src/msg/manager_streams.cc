@@ -65,7 +65,13 @@ class ManagerStreams final : public StreamFactory {
 }  // namespace
 
 Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop) {
-  auto cm = ConnectionManager::create(loop);
+  // A session reconnects (or fails over, or probes RDMA) right after its connection
+  // failed: the failed structure's teardown and the replacement's build must not hold the
+  // loop in the middle of that (docs/perf.md, Failover).
+  ConnectionManagerOptions options;
+  options.deferred_teardown = true;
+  options.spares = true;
+  auto cm = ConnectionManager::create(loop, options);
   if (!cm) return cm.error();
   return std::unique_ptr<StreamFactory>(std::make_unique<ManagerStreams>(std::move(cm).value()));
 }

@@ -123,7 +123,12 @@ void Messenger::Impl::start_attempt(Session& s) {
       self->fail(id, make_error_code(MessengerErrc::handshake_timeout));
     }
   });
-  streams_->connect(attempt_params(s, c), [weak, id](Result<Stream> r) {
+  const ConnectionParams& params = attempt_params(s, c);
+  RMSG_LOG(debug, "msg: node %llx: connection %llu: connecting to %llx over %s%s",
+           static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),
+           static_cast<unsigned long long>(s.peer), to_string(c.transport),
+           s.state == Session::State::open ? " (probe)" : "");
+  streams_->connect(params, [weak, id](Result<Stream> r) {
     auto self = weak.lock();
     if (!self) return;  // the stream (if any) closes as `r` goes
     self->on_connected(id, std::move(r));

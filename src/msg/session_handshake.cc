@@ -20,6 +20,9 @@ void Messenger::Impl::on_connected(ConnId id, Result<Stream> r) {
     return;
   }
   c->stream = std::move(r).value();
+  RMSG_LOG(debug, "msg: node %llx: connection %llu: %s stream connected",
+           static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),
+           to_string(c->transport));
   begin_handshake(*c);
 }
 
@@ -31,6 +34,9 @@ void Messenger::Impl::on_accepted(Stream stream, Transport transport) {
   counters_.counter("msg.accepts").add_owned();
   std::weak_ptr<Impl> weak = weak_from_this();
   const ConnId id = c.id;
+  RMSG_LOG(debug, "msg: node %llx: connection %llu: accepted over %s",
+           static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),
+           to_string(transport));
   c.deadline = loop_.add_timer(options_.handshake_timeout, [weak, id] {
     if (auto self = weak.lock()) {
       if (Connection* cc = self->find_connection(id)) cc->deadline = 0;
@@ -239,6 +245,9 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   if (!s.out->ack(peer_delivered)) return fail(c.id, make_error_code(MessengerErrc::bad_ack));
   if (s.conn != 0 && s.conn != c.id) {  // a probe's welcome: the old connection goes now
     counters_.counter("msg.replaced").add_owned();
+    RMSG_LOG(debug, "msg: node %llx: connection %llu replaced by %llu: closing it",
+             static_cast<unsigned long long>(options_.node_id),
+             static_cast<unsigned long long>(s.conn), static_cast<unsigned long long>(c.id));
     drop(s.conn, false);
     s.conn = 0;
   }

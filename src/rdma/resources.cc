@@ -52,50 +52,101 @@ Result<Geometry> geometry_from(const RdmaOptions& o) {
                   o.inline_size};
 }
 
-Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, const Geometry& g,
-                                                             std::shared_ptr<verbs::Pd> shared_pd) {
-  auto r = std::make_unique<ConnResources>();
-  r->context = ctx;
-  r->geometry = g;
-  if (shared_pd) {
-    r->pd = std::move(shared_pd);
-  } else {
-    auto pd = verbs::alloc_pd(ctx);
-    if (!pd) return pd.error();
-    r->pd = std::make_shared<verbs::Pd>(std::move(pd).value());
-  }
-  for (auto* ch : {&r->send_channel, &r->recv_channel}) {
-    auto c = verbs::create_comp_channel(ctx);
-    if (!c) return c.error();
-    *ch = std::move(c).value();
-  }
-  auto scq = verbs::create_cq(ctx, static_cast<int>(g.sq_depth()), r->send_channel.get());
-  if (!scq) return scq.error();
-  r->send_cq = std::move(scq).value();
-  auto rcq = verbs::create_cq(ctx, static_cast<int>(g.recv_block_count), r->recv_channel.get());
-  if (!rcq) return rcq.error();
-  r->recv_cq = std::move(rcq).value();
+ResourceBuilder::ResourceBuilder(ibv_context* ctx, const Geometry& g,
+                                 std::shared_ptr<verbs::Pd> shared_pd)
+    : r_(std::make_unique<ConnResources>()) {
+  r_->context = ctx;
+  r_->geometry = g;
+  r_->pd = std::move(shared_pd);
+}
+
+// One object per call, in construction order (ConnResources' declaration order).
+Result<bool> ResourceBuilder::step() {
+  ConnResources& r = *r_;
+  const Geometry& g = r.geometry;
   const std::size_t send_len = std::size_t{g.send_block_size} * g.send_block_count;
   const std::size_t recv_len = std::size_t{g.recv_block_size} * g.recv_block_count;
-  auto sbuf = verbs::allocate_buffer(send_len);
-  if (!sbuf) return sbuf.error();
-  r->send_ring = std::move(sbuf).value();
-  auto rbuf = verbs::allocate_buffer(recv_len);
-  if (!rbuf) return rbuf.error();
-  r->recv_ring = std::move(rbuf).value();
-  // The peer only SENDs: no remote access to either ring.
-  auto smr = verbs::reg_mr(r->pd->get(), r->send_ring.get(), send_len, 0);
-  if (!smr) return smr.error();
-  r->send_mr = std::move(smr).value();
-  auto rmr = verbs::reg_mr(r->pd->get(), r->recv_ring.get(), recv_len, IBV_ACCESS_LOCAL_WRITE);
-  if (!rmr) return rmr.error();
-  r->recv_mr = std::move(rmr).value();
-  auto qp = create_qp_probing_inline(*r);
-  if (!qp) return qp.error();
-  r->qp = std::move(qp).value();
-  RMSG_LOG(debug, "rdma resources: qp %u, inline %u, rings %zu+%zu bytes", r->qp->qp_num,
-           r->inline_granted, send_len, recv_len);
-  return r;
+  const int step = next_++;
+  switch (step) {
+    case 0:
+      if (!r.pd) {
+        auto pd = verbs::alloc_pd(r.context);
+        if (!pd) return pd.error();
+        r.pd = std::make_shared<verbs::Pd>(std::move(pd).value());
+      }
+      return false;
+    case 1:
+    case 2: {
+      auto c = verbs::create_comp_channel(r.context);
+      if (!c) return c.error();
+      (step == 1 ? r.send_channel : r.recv_channel) = std::move(c).value();
+      return false;
+    }
+    case 3: {
+      auto cq = verbs::create_cq(r.context, static_cast<int>(g.sq_depth()), r.send_channel.get());
+      if (!cq) return cq.error();
+      r.send_cq = std::move(cq).value();
+      return false;
+    }
+    case 4: {
+      auto cq =
+          verbs::create_cq(r.context, static_cast<int>(g.recv_block_count), r.recv_channel.get());
+      if (!cq) return cq.error();
+      r.recv_cq = std::move(cq).value();
+      return false;
+    }
+    case 5:
+    case 6: {
+      auto buf = verbs::allocate_buffer(step == 5 ? send_len : recv_len);
+      if (!buf) return buf.error();
+      (step == 5 ? r.send_ring : r.recv_ring) = std::move(buf).value();
+      return false;
+    }
+    case 7: {
+      // The peer only SENDs: no remote access to either ring.
+      auto mr = verbs::reg_mr(r.pd->get(), r.send_ring.get(), send_len, 0);
+      if (!mr) return mr.error();
+      r.send_mr = std::move(mr).value();
+      return false;
+    }
+    case 8: {
+      auto mr = verbs::reg_mr(r.pd->get(), r.recv_ring.get(), recv_len, IBV_ACCESS_LOCAL_WRITE);
+      if (!mr) return mr.error();
+      r.recv_mr = std::move(mr).value();
+      return false;
+    }
+    default: {
+      auto qp = create_qp_probing_inline(r);
+      if (!qp) return qp.error();
+      r.qp = std::move(qp).value();
+      RMSG_LOG(debug, "rdma resources: qp %u, inline %u, rings %zu+%zu bytes", r.qp->qp_num,
+               r.inline_granted, send_len, recv_len);
+      return true;
+    }
+  }
+}
+
+Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, const Geometry& g,
+                                                             std::shared_ptr<verbs::Pd> shared_pd) {
+  ResourceBuilder b(ctx, g, std::move(shared_pd));
+  for (;;) {
+    auto done = b.step();
+    if (!done) return done.error();
+    if (done.value()) return b.take();
+  }
+}
+
+// Teardown order (the reverse of construction): the QP, the MRs, the ring memory, the
+// CQs, the completion channels; the PD goes with the last structure that shares it.
+bool release_one(ConnResources& r) {
+  auto drop = [](auto& owner) {
+    if (!owner) return false;
+    owner.reset();
+    return true;
+  };
+  return drop(r.qp) || drop(r.recv_mr) || drop(r.send_mr) || drop(r.recv_ring) ||
+         drop(r.send_ring) || drop(r.recv_cq) || drop(r.send_cq) || drop(r.recv_channel) ||
+         drop(r.send_channel);
 }
 
 ResourceHooks default_resource_hooks() {

@@ -92,6 +92,30 @@ constexpr std::uint16_t next_serial(std::uint16_t s) noexcept {
 Result<std::unique_ptr<ConnResources>> create_conn_resources(
     ibv_context* ctx, const Geometry& geometry, std::shared_ptr<verbs::Pd> pd = nullptr);
 
+// create_conn_resources one verbs object (or ring) per step(), so that a connection
+// manager can build a spare between other work on its loop: each verbs call is a system
+// call that can take milliseconds (rxe under emulation), a whole structure tens of them.
+// step() returns true once the structure is complete (then take() it), false while
+// objects remain, or the error of the object that failed (what was built is destroyed
+// with the builder).
+class ResourceBuilder {
+ public:
+  ResourceBuilder(ibv_context* ctx, const Geometry& geometry, std::shared_ptr<verbs::Pd> pd);
+  Result<bool> step();
+  std::unique_ptr<ConnResources> take() { return std::move(r_); }
+  const ConnResources& resources() const { return *r_; }
+  int steps() const noexcept { return next_; }  // taken so far
+
+ private:
+  std::unique_ptr<ConnResources> r_;
+  int next_ = 0;
+};
+
+// Destroys the next object of `r` in teardown order (QP, MRs, rings, CQs, completion
+// channels) and returns true, or false when only the PD reference is left: a structure
+// taken apart one call at a time (StructurePool's deferred teardown).
+bool release_one(ConnResources& r);
+
 // What a closed stream gives back: its structure, whether it may serve again, and its
 // old rdma_cm id (already disconnected and detached from the stream), which a connection
 // manager keeps until TIMEWAIT_EXIT. The id must be destroyed through
@@ -103,6 +127,9 @@ struct ReleasedStructure {
   bool reusable = false;
   verbs::CmId id;
   bool timewait_exited = false;  // the old id already reported TIMEWAIT_EXIT
+  // The connection ended by an error (a QP failure, the peer's disconnect without a
+  // close), not by a close: a connection manager expects it to be made again soon.
+  bool abnormal = false;
 };
 
 // The one seam where a connection's resources are obtained (at ROUTE_RESOLVED on the

@@ -320,7 +320,8 @@ void RdmaStream::release_resources(verbs::CmId old_id, bool timewait_exited, boo
   // A peer's disconnect leaves the QP sound; any other error may have come from the QP.
   const bool reusable = was_established && (!error_ || error_ == Errc::connection_reset ||
                                             error_ == Errc::peer_closed);
-  hooks_.release({std::move(res_), reusable, std::move(old_id), timewait_exited});
+  hooks_.release(
+      {std::move(res_), reusable, std::move(old_id), timewait_exited, static_cast<bool>(error_)});
 }
 
 void RdmaStream::close() {
@@ -348,8 +349,10 @@ void RdmaStream::teardown(bool was_established) {
   const bool timewait_exited = cm_ && cm_->timewait_exited();
   if (cm_ && hooks_.release) old_id = cm_->release_id();
   cm_.reset();  // rdma_disconnect (the peer sees DISCONNECTED), id retired
+  RMSG_LOG(debug, "rdma stream: disconnected");
   move_qp_to_error();
   release_resources(std::move(old_id), timewait_exited, was_established);
+  RMSG_LOG(debug, "rdma stream: structure released");
   hooks_.lease.reset();  // a manager's count of live connections ends here
   alive_.reset();        // deferred tasks of this stream become no-ops
   forget_live();

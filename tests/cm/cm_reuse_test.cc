@@ -1,7 +1,8 @@
 // Reuse on real verbs: an equal key takes the recycled structure (no new QP, CQ or MR:
 // the manager's counters and `rdma res show` agree), a different key builds anew, the pool
 // evicts its oldest idle structure, DEVICE_FATAL empties the pool, a failed QP is
-// destroyed, and data on a reused structure arrives byte-exact with fresh credits.
+// destroyed (or, with the background work, taken apart later and replaced by spares), and
+// data on a reused structure arrives byte-exact with fresh credits.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 
 #include "cm_rdma_fixture.h"
 #include "kit/raw_peer.h"
+#include "rdma/seams.h"
 #include "rdma/wire.h"
 #include "verbs/async_events.h"
 #include "verbs/seams.h"
@@ -272,6 +274,64 @@ TEST_F(CmReuse, AFailedQpIsDestroyedNotReused) {
   EXPECT_EQ(counter("structures.created"), counter("structures.destroyed"));
   const Census now = take_census();
   EXPECT_EQ(now.qp, empty.qp) << now.to_string();
+}
+
+// Background work (ConnectionManagerOptions::deferred_teardown, spares): the structure
+// of a QP that failed is not destroyed in its close, a spare is built for each side's key
+// (the failed client's, and the server's whose peer vanished without a close), the next
+// connect takes both from the pool, and the failed QP is gone in the end.
+TEST_F(CmReuse, AFailedQpIsTakenApartLaterAndSparesServeTheReconnect) {
+  ConnectionManagerOptions o;
+  o.deferred_teardown = true;
+  o.spares = true;
+  ASSERT_NO_FATAL_FAILURE(make_manager(o));
+  ASSERT_NO_FATAL_FAILURE(listen_managed(params()));
+  std::string why;
+  const Census empty = take_census(&why);
+  ASSERT_TRUE(empty.ok()) << why;
+  Stream c1, s1;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(params(), c1, s1));
+  ibv_qp* qp = rdma::stream_qp(c1);
+  ASSERT_NE(qp, nullptr);
+  ibv_async_event ev{};
+  ev.event_type = IBV_EVENT_QP_FATAL;
+  ev.element.qp = qp;
+  verbs::route_async_event(loop(), qp->context, ev);
+  EXPECT_TRUE(c1.error()) << "the stream did not fail";
+  c1.close();
+  // Counted as destroyed at once, but still there: nothing of it is torn down in close().
+  EXPECT_EQ(counter("structures.not_reusable"), 1u);
+  EXPECT_EQ(counter("structures.deferred_teardowns"), 1u);
+  const Census closed = take_census();
+  EXPECT_EQ(closed.qp, empty.qp + 2) << closed.to_string();
+  std::vector<std::byte> buf(4096);
+  ASSERT_TRUE(loop().run_for(
+      [&] {
+        auto r = s1.read(buf);
+        return !r && !r.is(Errc::would_block);
+      },
+      10s))
+      << "the server never saw the disconnect";
+  s1.close();
+  ASSERT_TRUE(loop().run_for([&] { return counter("structures.spares") == 2; }, 10s))
+      << "spares " << counter("structures.spares") << ", failed "
+      << counter("structures.spare_failed");
+  Stream c2, s2;
+  ConnectReport report;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(params(), c2, s2, &report));
+  EXPECT_TRUE(report.reused);
+  EXPECT_EQ(counter("structures.reused"), 2u);
+  EXPECT_EQ(counter("structures.created"), 4u);  // the first pair and the two spares
+  ASSERT_NO_FATAL_FAILURE(exchange_exact(c2, s2, 100 * 1024));
+  // In the end: the new pair and the server's first structure (recycled), not the failed
+  // one (its teardown is done by the tick, one object per tick).
+  Census end;
+  for (int i = 0; i < 20; ++i) {
+    loop().run_for([] { return false; }, 250ms);
+    end = take_census();
+    if (end.qp == empty.qp + 3) break;
+  }
+  EXPECT_EQ(end.qp, empty.qp + 3) << end.to_string();
 }
 
 }  // namespace

@@ -56,7 +56,10 @@ class TrackedStream final : public StreamImpl {
 class FailoverStreams final : public StreamFactory {
  public:
   explicit FailoverStreams(EventLoop& loop) : loop_(loop) {
-    cm_ = ConnectionManager::create(loop).value();
+    ConnectionManagerOptions o;  // as the messenger's own manager (manager_streams.cc)
+    o.deferred_teardown = true;
+    o.spares = true;
+    cm_ = ConnectionManager::create(loop, o).value();
   }
   ~FailoverStreams() override { *live_ = false; }
 

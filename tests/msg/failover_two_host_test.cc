@@ -10,6 +10,7 @@
 // the RDMA stream's idle_timeout (1.5 s) and the messenger's (2 s) behind it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -89,6 +90,7 @@ class FailoverTwoHosts : public ::testing::Test {
   TimerId tick_ = 0;
   std::unique_ptr<RpcEndpoint> ep_;
   std::vector<SessionEvent> events_;
+  std::vector<Clock::time_point> event_at_;  // when each of events_ reached us
 };
 
 void FailoverTwoHosts::serve() {
@@ -140,8 +142,10 @@ void FailoverTwoHosts::serve() {
 }
 
 void FailoverTwoHosts::drive_client() {
-  auto ep = RpcEndpoint::create(*loop_, options(kClient),
-                                [this](SessionEvent e) { events_.push_back(std::move(e)); });
+  auto ep = RpcEndpoint::create(*loop_, options(kClient), [this](SessionEvent e) {
+    events_.push_back(std::move(e));
+    event_at_.push_back(loop_->now());
+  });
   ASSERT_TRUE(ep.ok());
   ep_ = std::move(ep).value();
   Messenger& m = ep_->messenger();
@@ -154,6 +158,7 @@ void FailoverTwoHosts::drive_client() {
   std::size_t outstanding = 0;
   Clock::time_point last_done{};
   Duration max_gap{};
+  std::vector<Clock::time_point> done_at;  // every completion, in order
   auto on = [&](Transport t) {
     auto i = m.session_info(kServer);
     return i && i->transport == t;
@@ -175,6 +180,7 @@ void FailoverTwoHosts::drive_client() {
                                    max_gap = std::max(max_gap, now - last_done);
                                  }
                                  last_done = now;
+                                 done_at.push_back(now);
                                });
             if (!r) return true;
             ++outstanding;
@@ -239,6 +245,30 @@ void FailoverTwoHosts::drive_client() {
     if (e.kind == SessionEvent::Kind::switched) {
       std::printf("[ switched ] to %s (%s)\n", to_string(e.transport), e.error.message().c_str());
     }
+  }
+  // The pause around the switch to TCP, split: detection (the last completion before the
+  // session's `disconnected` event to that event) and the reconnect (from it to the first
+  // completion after the switch's welcome).
+  for (std::size_t i = 0; i < events_.size(); ++i) {
+    if (events_[i].kind != SessionEvent::Kind::disconnected || event_at_[i] < before_tc) continue;
+    const auto lost_at = event_at_[i];
+    auto after = std::upper_bound(done_at.begin(), done_at.end(), lost_at);
+    Clock::time_point welcome{};
+    for (const auto& e : events_) {
+      if (e.kind == SessionEvent::Kind::switched && e.transport == Transport::tcp &&
+          e.time >= lost_at) {
+        welcome = e.time;
+        break;
+      }
+    }
+    if (after == done_at.begin() || welcome == Clock::time_point{}) break;
+    const auto first = std::upper_bound(done_at.begin(), done_at.end(), welcome);
+    std::printf(
+        "[ detect   ] %.0f ms from the last completion over RDMA to the disconnect (%s); "
+        "%.1f ms to the welcome over TCP, %.1f ms to the first reply after it\n",
+        ms(lost_at - *(after - 1)), events_[i].error.message().c_str(), ms(welcome - lost_at),
+        first == done_at.end() ? -1.0 : ms(*first - lost_at));
+    break;
   }
   EXPECT_EQ(ok, total);
   EXPECT_EQ(bad, 0u);
