@@ -1,0 +1,624 @@
+// RPC over a messenger of several loops (TSan's tier runs this file, in msg_threads_tests):
+// a hub messenger over 4 loops on 4 threads with an RpcEndpoint as one of its services,
+// 16 peers over TCP loopback on 4 more loops. Calls from 8 threads that are no loop's and
+// from the hub's loops; `done` and handlers on the loop that owns the peer; responders
+// answered from another thread; cancel and retry_of from other threads; a graceful
+// shutdown drained over the shards; the destructor from a foreign thread.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rmsg/loop_threads.h"
+#include "rmsg/messenger.h"
+#include "rmsg/rpc.h"
+
+namespace rmsg::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr NodeId kHub = 1;
+constexpr ServiceId kRpc = 9;
+constexpr int kLoops = 4;
+constexpr int kThreads = 8;
+// Methods.
+constexpr std::uint32_t kEcho = 1;     // peers: echo after a delay that varies per call
+constexpr std::uint32_t kHubEcho = 2;  // hub: echo, answered by a worker thread
+constexpr std::uint32_t kHold = 3;     // peers: keep the responder (the test answers it)
+constexpr std::uint32_t kOnce = 4;     // peers: deduplicated, counts its runs
+constexpr std::uint32_t kSlow = 5;     // peers: echo after 30 ms
+constexpr std::uint32_t kQuick = 6;    // peers: echo at once
+
+std::vector<std::byte> bytes_of(const std::string& s) {
+  std::vector<std::byte> v(s.size());
+  std::memcpy(v.data(), s.data(), s.size());
+  return v;
+}
+std::string string_of(std::span<const std::byte> b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+// Counts from any thread; wakes the waiting test thread at the total.
+class Latch {
+ public:
+  explicit Latch(std::uint64_t total) : total_(total) {}
+  void one() {
+    const std::lock_guard lock(mu_);
+    if (++n_ == total_) cv_.notify_all();
+  }
+  bool wait(Duration limit) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, limit, [this] { return n_ >= total_; });
+  }
+  std::uint64_t count() {
+    const std::lock_guard lock(mu_);
+    return n_;
+  }
+
+ private:
+  const std::uint64_t total_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t n_ = 0;
+};
+
+MessengerOptions opts(NodeId id) {
+  MessengerOptions o;
+  o.node_id = id;
+  o.backoff_initial = 2ms;
+  o.backoff_max = 50ms;
+  return o;
+}
+
+ConnectionParams tcp_to(const std::string& address) {
+  ConnectionParams p;
+  p.transport = Transport::tcp;
+  p.peer = SocketAddress::parse(address).value();
+  return p;
+}
+
+// Responders handed to a thread of their own, which answers them (echo).
+class Worker {
+ public:
+  Worker() : thread_([this] { run(); }) {}
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() {
+    {
+      const std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void take(RpcResponder r, std::vector<std::byte> body) {
+    {
+      const std::lock_guard lock(mu_);
+      jobs_.emplace_back(std::move(r), std::move(body));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job.first.ok(job.second);  // off the loop that received the request
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<RpcResponder, std::vector<std::byte>>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// The hub (4 loops, RPC as service kRpc) and its peers (one loop each, 4 loops in all).
+struct Cluster {
+  explicit Cluster(int n) : peers(n) {
+    hub_loops = LoopThreads::create(kLoops).value();
+    peer_loops = LoopThreads::create(kLoops).value();
+    hub = Messenger::create(hub_loops->loops(), opts(kHub), [](NodeId, std::span<const std::byte>) {
+          }).value();
+    RpcOptions ro;
+    ro.messenger = opts(kHub);
+    ep = RpcEndpoint::create(*hub, kRpc, ro).value();
+    const auto any = SocketAddress::parse("127.0.0.1:0").value();
+    const auto hub_addr = hub->listen(any, tcp_to("127.0.0.1:1")).value();
+    for (int i = 0; i < n; ++i) {
+      const NodeId id = peer(i);
+      auto m = Messenger::create(peer_loop(i), opts(id), [](NodeId, std::span<const std::byte>) {
+               }).value();
+      const auto addr = m->listen(any, tcp_to("127.0.0.1:1")).value();
+      EXPECT_TRUE(m->add_peer(kHub, tcp_to(hub_addr)).ok());
+      // Half the peers are reached by the hub's connects, the rest only connect to it.
+      if (i % 2 == 0) {
+        EXPECT_TRUE(hub->add_peer(id, tcp_to(addr)).ok());
+      }
+      RpcOptions po;
+      po.messenger = opts(id);
+      peer_ep.push_back(RpcEndpoint::create(*m, kRpc, po).value());
+      peer_m.push_back(std::move(m));
+      serve(i);
+    }
+  }
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+  ~Cluster() {
+    // While the loops run: the endpoints first (each closes its shards on their loops),
+    // then the messengers, then the loops.
+    ep.reset();
+    peer_ep.clear();
+    hub.reset();
+    peer_m.clear();
+  }
+
+  static NodeId peer(int i) { return 2 + static_cast<NodeId>(i); }
+  EventLoop& peer_loop(int i) { return peer_loops->loop(static_cast<std::size_t>(i) % kLoops); }
+  std::size_t owner(NodeId p) const {
+    for (std::size_t i = 0; i < kLoops; ++i) {
+      if (&hub_loops->loop(i) == &hub->loop_of(p)) return i;
+    }
+    return kLoops;
+  }
+  void start() {
+    hub_loops->start();
+    peer_loops->start();
+    // The peers the hub cannot reach connect on their first message (to the hub's
+    // default service, which drops it).
+    for (auto& m : peer_m) EXPECT_TRUE(m->send(kHub, bytes_of("hello")).ok());
+  }
+
+  // The peers' methods (registered before the loops run).
+  void serve(int i) {
+    RpcEndpoint& e = *peer_ep.back();
+    EventLoop* loop = &peer_loop(i);
+    e.handle(kEcho, [loop](const RpcRequest& req, RpcResponder reply) {
+      // Replies in another order than the requests: 0-600 us later, by call id.
+      auto r = std::make_shared<RpcResponder>(std::move(reply));
+      auto body = std::vector<std::byte>(req.body.begin(), req.body.end());
+      loop->add_timer(std::chrono::microseconds((req.id * 7) % 4 * 200),
+                      [r, body] { r->ok(body); });
+    });
+    e.handle(kSlow, [loop](const RpcRequest& req, RpcResponder reply) {
+      auto r = std::make_shared<RpcResponder>(std::move(reply));
+      auto body = std::vector<std::byte>(req.body.begin(), req.body.end());
+      loop->add_timer(30ms, [r, body] { r->ok(body); });
+    });
+    e.handle(kQuick, [](const RpcRequest& req, RpcResponder reply) { reply.ok(req.body); });
+    auto& p = state[static_cast<std::size_t>(i)];
+    e.handle(kHold, [&p, this](const RpcRequest&, RpcResponder reply) {
+      {
+        const std::lock_guard lock(p.mu);
+        p.held.push_back(std::move(reply));
+      }
+      if (Latch* h = held.load()) h->one();
+    });
+    e.handle(kOnce,
+             [&p](const RpcRequest&, RpcResponder reply) {
+               reply.ok(bytes_of("run " + std::to_string(++p.runs)));
+             },
+             {.dedupe = true});
+  }
+
+  struct PeerState {
+    std::mutex mu;
+    std::vector<RpcResponder> held;  // kHold's
+    std::atomic<int> runs{0};        // kOnce's
+  };
+  int peers;
+  std::unique_ptr<LoopThreads> hub_loops;
+  std::unique_ptr<LoopThreads> peer_loops;
+  std::unique_ptr<Messenger> hub;
+  std::unique_ptr<RpcEndpoint> ep;
+  std::vector<std::unique_ptr<Messenger>> peer_m;
+  std::vector<std::unique_ptr<RpcEndpoint>> peer_ep;
+  std::array<PeerState, 16> state;
+  std::atomic<Latch*> held{nullptr};  // kHold counts here when set
+};
+
+// A call's place in the ledger: (sender, peer, seq).
+struct Ledger {
+  Ledger(int n_senders, int n_peers, int n_each)
+      : peers(n_peers),
+        each(n_each),
+        hits(static_cast<std::size_t>(n_senders * n_peers * n_each)) {}
+  std::size_t slot(int sender, int peer, int seq) const {
+    return static_cast<std::size_t>((sender * peers + peer) * each + seq);
+  }
+  int peers;
+  int each;
+  std::vector<std::atomic<int>> hits;
+};
+
+std::string tag(int sender, int peer, int seq) {
+  return std::to_string(sender) + "/" + std::to_string(peer) + "/" + std::to_string(seq);
+}
+
+TEST(RpcThreads, FourLoopsSixteenPeersCallsFromEveryThread) {
+  constexpr int kPeers = 16;
+  constexpr int kEach = 12;     // per (foreign thread, peer), each direction
+  constexpr int kLoopEach = 6;  // per (hub loop, peer)
+  Cluster c(kPeers);
+  Worker worker;
+  std::atomic<int> wrong_thread{0};
+  c.ep->handle(kHubEcho, [&](const RpcRequest& req, RpcResponder reply) {
+    if (!c.hub->loop_of(req.from).in_loop_thread()) ++wrong_thread;
+    worker.take(std::move(reply), std::vector<std::byte>(req.body.begin(), req.body.end()));
+  });
+  c.start();
+
+  const std::uint64_t to_peers =
+      std::uint64_t{kThreads} * kPeers * kEach + std::uint64_t{kLoops} * kPeers * kLoopEach;
+  const std::uint64_t to_hub = std::uint64_t{kThreads} * kPeers * kEach;
+  Latch done(to_peers + to_hub);
+  Ledger out(kThreads + kLoops, kPeers, kEach);  // hub -> peers (loop senders use kLoopEach)
+  Ledger in(kThreads, kPeers, kEach);            // peers -> hub
+  std::atomic<int> wrong{0};
+  std::atomic<int> bad_id{0};
+  std::atomic<int> refused{0};
+  auto call_peer = [&](int sender, int p, int seq) {
+    const NodeId to = Cluster::peer(p);
+    const std::string t = tag(sender, p, seq);
+    auto id = c.ep->call(to, kEcho, bytes_of(t), {.deadline = Clock::now() + 60s},
+                         [&, to, t, slot = out.slot(sender, p, seq)](RpcResponse r) {
+                           if (r.error || string_of(r.body) != t) ++wrong;
+                           if (!c.hub->loop_of(to).in_loop_thread()) ++wrong_thread;
+                           ++out.hits[slot];
+                           done.one();
+                         });
+    if (!id) {
+      ++refused;
+      return;
+    }
+    // The id names its shard: the loop that owns the peer.
+    if ((*id - 1) % kLoops != c.owner(to)) ++bad_id;
+  };
+  std::vector<std::thread> threads;
+  for (int s = 0; s < kThreads; ++s) {
+    threads.emplace_back([&, s] {
+      for (int seq = 0; seq < kEach; ++seq) {
+        for (int p = 0; p < kPeers; ++p) {
+          call_peer(s, p, seq);
+          const std::string t = tag(s, p, seq);
+          auto id = c.peer_ep[static_cast<std::size_t>(p)]->call(
+              kHub, kHubEcho, bytes_of(t), {.deadline = Clock::now() + 60s},
+              [&, t, slot = in.slot(s, p, seq)](RpcResponse r) {
+                if (r.error || string_of(r.body) != t) ++wrong;
+                ++in.hits[slot];
+                done.one();
+              });
+          if (!id) ++refused;
+        }
+      }
+    });
+  }
+  // And from each of the hub's loops: to its own peers at once, to the others handed over.
+  for (int l = 0; l < kLoops; ++l) {
+    c.hub_loops->loop(static_cast<std::size_t>(l)).post([&, l] {
+      for (int seq = 0; seq < kLoopEach; ++seq) {
+        for (int p = 0; p < kPeers; ++p) call_peer(kThreads + l, p, seq);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(done.wait(60s)) << done.count() << " of " << to_peers + to_hub;
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(wrong_thread.load(), 0);
+  EXPECT_EQ(bad_id.load(), 0);
+  for (int s = 0; s < kThreads + kLoops; ++s) {
+    for (int p = 0; p < kPeers; ++p) {
+      for (int seq = 0; seq < (s < kThreads ? kEach : kLoopEach); ++seq) {
+        EXPECT_EQ(out.hits[out.slot(s, p, seq)].load(), 1) << tag(s, p, seq);
+        if (s < kThreads) {
+          EXPECT_EQ(in.hits[in.slot(s, p, seq)].load(), 1) << tag(s, p, seq);
+        }
+      }
+    }
+  }
+  // One counter set for the endpoint; each peer's stats from its own loop.
+  std::uint64_t ok = 0;
+  std::uint64_t served = 0;
+  std::set<std::size_t> shards;
+  for (int p = 0; p < kPeers; ++p) {
+    const NodeId id = Cluster::peer(p);
+    const std::string pre = "rpc.peer." + std::to_string(id) + ".";
+    ok += c.ep->counters().value(pre + "ok");
+    served += c.ep->counters().value(pre + "served");
+    std::optional<RpcPeerStats> st;
+    c.hub_loops->run_sync(c.owner(id), [&] { st = c.ep->peer_stats(id); });
+    ASSERT_TRUE(st.has_value());
+    EXPECT_EQ(st->ok, std::uint64_t{kThreads} * kEach + std::uint64_t{kLoops} * kLoopEach);
+    EXPECT_EQ(st->outstanding, 0u);
+    EXPECT_EQ(st->latency->count(), st->ok);
+    EXPECT_EQ(c.ep->counters().find_histogram(pre + "call_ns"), st->latency);
+    shards.insert(c.owner(id));
+  }
+  EXPECT_EQ(ok, to_peers);
+  EXPECT_EQ(served, to_hub);
+  EXPECT_GE(shards.size(), 3u);  // 16 peers hashed over 4 loops
+  EXPECT_EQ(c.hub->counter_total("msg.sessions"), static_cast<std::uint64_t>(kPeers));
+  EXPECT_EQ(c.hub->counter_total("msg.resets"), 0u);
+}
+
+// cancel() and retry_of from threads that are no loop's, over the shards.
+TEST(RpcThreads, CancelAndRetryFromOtherThreads) {
+  constexpr int kPeers = 16;
+  Cluster c(kPeers);
+  Latch held(kPeers);
+  c.held = &held;
+  c.start();
+
+  // Held calls on every peer, cancelled from another thread than the caller's.
+  Latch cancelled(kPeers);
+  std::atomic<int> wrong{0};
+  std::vector<CallId> ids(kPeers);
+  std::thread caller([&] {
+    for (int p = 0; p < kPeers; ++p) {
+      const NodeId to = Cluster::peer(p);
+      auto id = c.ep->call(to, kHold, bytes_of("hold"), {.deadline = Clock::now() + 60s},
+                           [&, to](RpcResponse r) {
+                             if (r.error != make_error_code(RpcErrc::cancelled)) ++wrong;
+                             if (!c.hub->loop_of(to).in_loop_thread()) ++wrong;
+                             cancelled.one();
+                           });
+      ASSERT_TRUE(id.ok());
+      ids[static_cast<std::size_t>(p)] = *id;
+    }
+  });
+  caller.join();
+  ASSERT_TRUE(held.wait(30s)) << held.count();  // every request reached its handler
+  std::thread canceller([&] {
+    for (int p = 0; p < kPeers; ++p) {
+      EXPECT_TRUE(c.ep->cancel(ids[static_cast<std::size_t>(p)]));
+      // A quick call after it: the cancel (same lane, queued first) reached the peer
+      // before this call's reply comes back.
+      Latch quick(1);
+      ASSERT_TRUE(c.ep->call(Cluster::peer(p), kQuick, bytes_of("q"),
+                             {.deadline = Clock::now() + 30s}, [&](RpcResponse) { quick.one(); })
+                      .ok());
+      ASSERT_TRUE(quick.wait(30s));
+    }
+  });
+  canceller.join();
+  ASSERT_TRUE(cancelled.wait(30s)) << cancelled.count();
+  EXPECT_EQ(wrong.load(), 0);
+  // On the call's loop cancel() knows the call is gone; elsewhere, only ids never given out.
+  c.hub_loops->run_sync(c.owner(Cluster::peer(0)), [&] { EXPECT_FALSE(c.ep->cancel(ids[0])); });
+  EXPECT_FALSE(c.ep->cancel(ids[0] + 4096));
+  EXPECT_FALSE(c.ep->cancel(0));
+  for (int p = 0; p < kPeers; ++p) {
+    auto& st = c.state[static_cast<std::size_t>(p)];
+    const std::lock_guard lock(st.mu);
+    ASSERT_EQ(st.held.size(), 1u);
+    EXPECT_TRUE(st.held[0].cancelled()) << p;  // read on this thread
+    st.held[0].ok(bytes_of("late"));           // answered from here: posted, then dropped
+  }
+  for (int p = 0; p < kPeers; ++p) {
+    std::uint64_t dropped = 0;
+    c.peer_loops->run_sync(static_cast<std::size_t>(p) % kLoops, [&] {
+      dropped =
+          c.peer_ep[static_cast<std::size_t>(p)]->counters().value("rpc.server.reply_dropped");
+    });
+    EXPECT_EQ(dropped, 1u) << p;
+  }
+
+  // A finished call retried from another thread: answered from the peer's dedupe table.
+  for (int p : {0, 5, 11}) {
+    const NodeId to = Cluster::peer(p);
+    Latch first(1);
+    CallId id = 0;
+    std::string body1;
+    std::thread([&] {
+      id = c.ep->call(to, kOnce, bytes_of("x"), {.deadline = Clock::now() + 30s},
+                      [&](RpcResponse r) {
+                        body1 = string_of(r.body);
+                        first.one();
+                      })
+               .value();
+    }).join();
+    ASSERT_TRUE(first.wait(30s));
+    Latch second(1);
+    std::string body2;
+    std::error_code err2;
+    std::thread([&] {
+      auto retry = c.ep->call(to, kOnce, bytes_of("x"),
+                              {.deadline = Clock::now() + 30s, .retry_of = id}, [&](RpcResponse r) {
+                                err2 = r.error;
+                                body2 = string_of(r.body);
+                                second.one();
+                              });
+      ASSERT_TRUE(retry.ok());
+      EXPECT_EQ(*retry, id);
+    }).join();
+    ASSERT_TRUE(second.wait(30s));
+    EXPECT_FALSE(err2) << err2.message();
+    EXPECT_EQ(body1, "run 1");
+    EXPECT_EQ(body2, "run 1");
+    EXPECT_EQ(c.state[static_cast<std::size_t>(p)].runs.load(), 1);
+  }
+
+  // A retry of a call still outstanding, from another thread: refused through `done`.
+  Latch held2(1);
+  c.held = &held2;
+  const NodeId to = Cluster::peer(3);
+  Latch outstanding(1);
+  const CallId hold_id = c.ep->call(to, kHold, bytes_of("h"), {.deadline = Clock::now() + 60s},
+                                    [&](RpcResponse) { outstanding.one(); })
+                             .value();
+  ASSERT_TRUE(held2.wait(30s));
+  Latch refused(1);
+  std::error_code why;
+  std::thread([&] {
+    auto retry =
+        c.ep->call(to, kQuick, bytes_of("r"), {.deadline = Clock::now() + 30s, .retry_of = hold_id},
+                   [&](RpcResponse r) {
+                     why = r.error;
+                     refused.one();
+                   });
+    EXPECT_TRUE(retry.ok());
+  }).join();
+  ASSERT_TRUE(refused.wait(30s));
+  EXPECT_EQ(why, make_error_code(Errc::invalid_argument));
+  // A retry naming a call of another loop's peer is refused at once.
+  int q = 0;
+  while (c.owner(Cluster::peer(q)) == c.owner(to)) ++q;
+  EXPECT_EQ(c.ep->call(Cluster::peer(q), kQuick, bytes_of("r"),
+                       {.deadline = Clock::now() + 30s, .retry_of = hold_id}, [](RpcResponse) {})
+                .error(),
+            make_error_code(Errc::invalid_argument));
+  EXPECT_TRUE(c.ep->cancel(hold_id));
+  ASSERT_TRUE(outstanding.wait(30s));
+}
+
+// shutdown(deadline, done) from a foreign thread drains every shard: calls outstanding on
+// all four loops complete ok, a pending responder of the hub is waited for, done runs
+// once, after them.
+TEST(RpcThreads, GracefulShutdownDrainsEveryShard) {
+  constexpr int kPeers = 16;
+  Cluster c(kPeers);
+  std::mutex mu;
+  std::vector<RpcResponder> pending;  // the hub's, answered by this thread
+  Latch asked(1);
+  c.ep->handle(kHubEcho, [&](const RpcRequest&, RpcResponder reply) {
+    const std::lock_guard lock(mu);
+    pending.push_back(std::move(reply));
+    asked.one();
+  });
+  c.start();
+  Latch answered(1);
+  ASSERT_TRUE(c.peer_ep[0]
+                  ->call(kHub, kHubEcho, bytes_of("p"), {.deadline = Clock::now() + 30s},
+                         [&](RpcResponse r) {
+                           EXPECT_FALSE(r.error) << r.error.message();
+                           answered.one();
+                         })
+                  .ok());
+  ASSERT_TRUE(asked.wait(30s));
+
+  Latch calls(kPeers);
+  std::atomic<int> wrong{0};
+  std::set<std::size_t> shards;
+  for (int p = 0; p < kPeers; ++p) {
+    ASSERT_TRUE(c.ep->call(Cluster::peer(p), kSlow, bytes_of("s"), {.deadline = Clock::now() + 30s},
+                           [&](RpcResponse r) {
+                             if (r.error || string_of(r.body) != "s") ++wrong;
+                             calls.one();
+                           })
+                    .ok());
+    shards.insert(c.owner(Cluster::peer(p)));
+  }
+  ASSERT_GE(shards.size(), 3u);
+  Latch drained(1);
+  std::atomic<std::uint64_t> calls_at_done{0};
+  c.ep->shutdown(Clock::now() + 20s, [&] {
+    calls_at_done = calls.count();
+    drained.one();
+  });
+  EXPECT_EQ(c.ep->call(Cluster::peer(1), kQuick, bytes_of("x"), {.deadline = Clock::now() + 5s},
+                       [](RpcResponse) {})
+                .error(),
+            make_error_code(RpcErrc::shutting_down));
+  ASSERT_TRUE(calls.wait(30s)) << calls.count();
+  EXPECT_EQ(wrong.load(), 0);  // drained, not failed
+  // Still waiting for the pending responder (the deadline is far).
+  EXPECT_EQ(drained.count(), 0u);
+  {
+    const std::lock_guard lock(mu);
+    pending.at(0).ok(bytes_of("p"));  // from this thread
+  }
+  ASSERT_TRUE(drained.wait(30s));
+  ASSERT_TRUE(answered.wait(30s));
+  EXPECT_EQ(calls_at_done.load(), static_cast<std::uint64_t>(kPeers));
+  EXPECT_EQ(drained.count(), 1u);
+}
+
+// The destructor on a thread that is no loop's, with calls outstanding on every shard:
+// each completes (shutting_down, on its loop) before it returns.
+TEST(RpcThreads, DestroyedFromAnotherThreadCompletesEveryCall) {
+  constexpr int kPeers = 16;
+  Cluster c(kPeers);
+  Latch held(kPeers);
+  c.held = &held;
+  c.start();
+  Latch done(kPeers);
+  std::atomic<int> wrong{0};
+  for (int p = 0; p < kPeers; ++p) {
+    const NodeId to = Cluster::peer(p);
+    ASSERT_TRUE(c.ep->call(to, kHold, bytes_of("h"), {.deadline = Clock::now() + 60s},
+                           [&, to](RpcResponse r) {
+                             if (r.error != make_error_code(RpcErrc::shutting_down)) ++wrong;
+                             if (!c.hub->loop_of(to).in_loop_thread()) ++wrong;
+                             done.one();
+                           })
+                    .ok());
+  }
+  ASSERT_TRUE(held.wait(30s));
+  c.ep.reset();
+  EXPECT_EQ(done.count(), static_cast<std::uint64_t>(kPeers));
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+// An endpoint that owns its messenger over several loops.
+TEST(RpcThreads, AnOwnedMessengerOverTwoLoops) {
+  auto loops = LoopThreads::create(2).value();
+  auto server_loop = LoopThreads::create(1).value();
+  RpcOptions so;
+  so.messenger = opts(2);
+  auto server = RpcEndpoint::create(server_loop->loop(0), so).value();
+  server->handle(kQuick, [](const RpcRequest& req, RpcResponder reply) { reply.ok(req.body); });
+  const auto addr = server->messenger()
+                        .listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1"))
+                        .value();
+  RpcOptions co;
+  co.messenger = opts(1);
+  auto client = RpcEndpoint::create(loops->loops(), co).value();
+  EXPECT_EQ(client->messenger().loop_count(), 2u);
+  ASSERT_TRUE(client->messenger().add_peer(2, tcp_to(addr)).ok());
+  loops->start();
+  server_loop->start();
+  constexpr int kCalls = 200;
+  Latch done(kCalls);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls / 4; ++i) {
+        const std::string b = tag(t, 0, i);
+        auto id = client->call(2, kQuick, bytes_of(b), {.deadline = Clock::now() + 30s},
+                               [&, b](RpcResponse r) {
+                                 if (r.error || string_of(r.body) != b) ++wrong;
+                                 if (!client->messenger().loop_of(2).in_loop_thread()) ++wrong;
+                                 done.one();
+                               });
+        if (!id) ++wrong;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(done.wait(30s)) << done.count();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(client->counters().value("rpc.peer.2.ok"), static_cast<std::uint64_t>(kCalls));
+  client.reset();
+  server.reset();
+}
+
+}  // namespace
+}  // namespace rmsg::testing
