@@ -38,6 +38,7 @@ constexpr std::uint32_t kHold = 3;     // peers: keep the responder (the test an
 constexpr std::uint32_t kOnce = 4;     // peers: deduplicated, counts its runs
 constexpr std::uint32_t kSlow = 5;     // peers: echo after 30 ms
 constexpr std::uint32_t kQuick = 6;    // peers: echo at once
+constexpr std::uint32_t kNote = 7;     // peers: one-way, counted
 
 std::vector<std::byte> bytes_of(const std::string& s) {
   std::vector<std::byte> v(s.size());
@@ -131,13 +132,14 @@ class Worker {
 
 // The hub (4 loops, RPC as service kRpc) and its peers (one loop each, 4 loops in all).
 struct Cluster {
-  explicit Cluster(int n) : peers(n) {
+  explicit Cluster(int n, std::size_t max_outstanding = 65536) : peers(n) {
     hub_loops = LoopThreads::create(kLoops).value();
     peer_loops = LoopThreads::create(kLoops).value();
     hub = Messenger::create(hub_loops->loops(), opts(kHub), [](NodeId, std::span<const std::byte>) {
           }).value();
     RpcOptions ro;
     ro.messenger = opts(kHub);
+    ro.max_outstanding = max_outstanding;
     ep = RpcEndpoint::create(*hub, kRpc, ro).value();
     const auto any = SocketAddress::parse("127.0.0.1:0").value();
     const auto hub_addr = hub->listen(any, tcp_to("127.0.0.1:1")).value();
@@ -202,6 +204,9 @@ struct Cluster {
       loop->add_timer(30ms, [r, body] { r->ok(body); });
     });
     e.handle(kQuick, [](const RpcRequest& req, RpcResponder reply) { reply.ok(req.body); });
+    e.handle_oneway(kNote, [this](const RpcRequest&) {
+      if (Latch* n = notes.load()) n->one();
+    });
     auto& p = state[static_cast<std::size_t>(i)];
     e.handle(kHold, [&p, this](const RpcRequest&, RpcResponder reply) {
       {
@@ -230,7 +235,8 @@ struct Cluster {
   std::vector<std::unique_ptr<Messenger>> peer_m;
   std::vector<std::unique_ptr<RpcEndpoint>> peer_ep;
   std::array<PeerState, 16> state;
-  std::atomic<Latch*> held{nullptr};  // kHold counts here when set
+  std::atomic<Latch*> held{nullptr};   // kHold counts here when set
+  std::atomic<Latch*> notes{nullptr};  // kNote likewise
 };
 
 // A call's place in the ledger: (sender, peer, seq).
@@ -268,6 +274,8 @@ TEST(RpcThreads, FourLoopsSixteenPeersCallsFromEveryThread) {
       std::uint64_t{kThreads} * kPeers * kEach + std::uint64_t{kLoops} * kPeers * kLoopEach;
   const std::uint64_t to_hub = std::uint64_t{kThreads} * kPeers * kEach;
   Latch done(to_peers + to_hub);
+  Latch notes(std::uint64_t{kThreads} * kPeers * kEach);  // one-way, hub -> peers
+  c.notes = &notes;
   Ledger out(kThreads + kLoops, kPeers, kEach);  // hub -> peers (loop senders use kLoopEach)
   Ledger in(kThreads, kPeers, kEach);            // peers -> hub
   std::atomic<int> wrong{0};
@@ -296,6 +304,7 @@ TEST(RpcThreads, FourLoopsSixteenPeersCallsFromEveryThread) {
       for (int seq = 0; seq < kEach; ++seq) {
         for (int p = 0; p < kPeers; ++p) {
           call_peer(s, p, seq);
+          if (!c.ep->notify(Cluster::peer(p), kNote, bytes_of("n")).ok()) ++refused;
           const std::string t = tag(s, p, seq);
           auto id = c.peer_ep[static_cast<std::size_t>(p)]->call(
               kHub, kHubEcho, bytes_of(t), {.deadline = Clock::now() + 60s},
@@ -319,6 +328,7 @@ TEST(RpcThreads, FourLoopsSixteenPeersCallsFromEveryThread) {
   }
   for (auto& t : threads) t.join();
   ASSERT_TRUE(done.wait(60s)) << done.count() << " of " << to_peers + to_hub;
+  ASSERT_TRUE(notes.wait(60s)) << notes.count();
   EXPECT_EQ(refused.load(), 0);
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(wrong_thread.load(), 0);
@@ -347,6 +357,7 @@ TEST(RpcThreads, FourLoopsSixteenPeersCallsFromEveryThread) {
     ASSERT_TRUE(st.has_value());
     EXPECT_EQ(st->ok, std::uint64_t{kThreads} * kEach + std::uint64_t{kLoops} * kLoopEach);
     EXPECT_EQ(st->outstanding, 0u);
+    EXPECT_EQ(st->oneway_sent, std::uint64_t{kThreads} * kEach);  // counted on its loop
     EXPECT_EQ(st->latency->count(), st->ok);
     EXPECT_EQ(c.ep->counters().find_histogram(pre + "call_ns"), st->latency);
     shards.insert(c.owner(id));
@@ -574,6 +585,53 @@ TEST(RpcThreads, DestroyedFromAnotherThreadCompletesEveryCall) {
   c.ep.reset();
   EXPECT_EQ(done.count(), static_cast<std::uint64_t>(kPeers));
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// max_outstanding bounds the endpoint, not each loop: calls held on several shards use
+// it up, and a call refused on any thread fits again once one of them completed.
+TEST(RpcThreads, MaxOutstandingCountsEveryShard) {
+  constexpr int kPeers = 16;
+  constexpr int kMax = 6;
+  Cluster c(kPeers, kMax);
+  Latch held(kMax);
+  c.held = &held;
+  c.start();
+  Latch cancelled(1);
+  std::vector<CallId> ids;
+  std::set<std::size_t> shards;
+  std::thread([&] {
+    for (int p = 0; p < kMax; ++p) {
+      auto id = c.ep->call(Cluster::peer(p), kHold, bytes_of("h"), {.deadline = Clock::now() + 60s},
+                           [&](RpcResponse r) {
+                             if (r.error == make_error_code(RpcErrc::cancelled)) cancelled.one();
+                           });
+      ASSERT_TRUE(id.ok());
+      ids.push_back(*id);
+      shards.insert(c.owner(Cluster::peer(p)));
+    }
+  }).join();
+  ASSERT_GE(shards.size(), 2u);
+  ASSERT_TRUE(held.wait(30s));
+  const NodeId other = Cluster::peer(kMax);
+  auto nothing = [](RpcResponse) {};
+  EXPECT_EQ(
+      c.ep->call(other, kQuick, bytes_of("x"), {.deadline = Clock::now() + 30s}, nothing).error(),
+      make_error_code(Errc::resource_exhausted));
+  c.hub_loops->run_sync(c.owner(other), [&] {
+    EXPECT_EQ(
+        c.ep->call(other, kQuick, bytes_of("x"), {.deadline = Clock::now() + 30s}, nothing).error(),
+        make_error_code(Errc::resource_exhausted));
+  });
+  EXPECT_TRUE(c.ep->cancel(ids[0]));
+  ASSERT_TRUE(cancelled.wait(30s));
+  Latch quick(1);
+  EXPECT_TRUE(c.ep->call(other, kQuick, bytes_of("x"), {.deadline = Clock::now() + 30s},
+                         [&](RpcResponse r) {
+                           EXPECT_FALSE(r.error) << r.error.message();
+                           quick.one();
+                         })
+                  .ok());
+  ASSERT_TRUE(quick.wait(30s));
 }
 
 // An endpoint that owns its messenger over several loops.
