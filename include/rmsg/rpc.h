@@ -5,9 +5,8 @@
 // An RpcEndpoint owns a Messenger (messenger() gives it for listen/add_peer/session_info)
 // and takes its dispatch and session events; or it is one user (a service) of a messenger
 // the application owns and shares with other users, all over one session per peer. Either
-// may run on one loop or on several (Threading below). Calls to one
-// peer share that peer's session: many may be outstanding, replies come in any order, matched by a
-// 64-bit call id.
+// may run on one loop or on several (Threading below). Calls to one peer share that peer's
+// session: many may be outstanding, replies come in any order, matched by a 64-bit call id.
 //
 // Deadlines are absolute in the caller's steady clock (EventLoop::now()); the request
 // carries the remaining budget, because clocks are not synchronised. A call that reaches
@@ -206,20 +205,24 @@ class RpcEndpoint {
 
   Messenger& messenger() noexcept;
 
-  // Registers (or replaces) the handler of `method`.
+  // Registers (or replaces) the handler of `method` on every loop (Threading: at once on
+  // the caller's loop, or everywhere before the loops run; posted to the others).
   void handle(std::uint32_t method, Handler handler, MethodOptions options = {});
   void handle_oneway(std::uint32_t method, OnewayHandler handler);
 
   // Starts a call; `done` runs exactly once, on the peer's loop, never inside call(). A
-  // retry_of id must be one of a call to the same peer. Errors
-  // (nothing started, `done` not run): RpcErrc::timeout (deadline not in the future),
-  // RpcErrc::too_large (body over the messenger's max_message_size less the header),
-  // RpcErrc::shutting_down, Errc::invalid_argument (bad peer, no deadline, retry_of
-  // outstanding), Errc::resource_exhausted (max_outstanding or a messenger queue bound).
+  // retry_of id must be one of a call to the same peer. Errors (nothing started, `done`
+  // not run): RpcErrc::timeout (deadline not in the future), RpcErrc::too_large (body over
+  // the messenger's max_message_size less the header), RpcErrc::shutting_down,
+  // Errc::invalid_argument (bad peer, no deadline, a retry_of id of another loop's peer,
+  // or, on the peer's loop, still outstanding), Errc::resource_exhausted (max_outstanding
+  // or a messenger queue bound; for a retry_of call from another thread these come
+  // through `done`: Threading).
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
   // Completes the call with RpcErrc::cancelled now (inside cancel()) and tells the server.
-  // False when the call is not outstanding.
+  // False when the call is not outstanding. From a thread other than the call's loop: when
+  // the cancel reaches that loop, and true for any id given out (Threading).
   bool cancel(CallId id);
   // A one-way message: no id, no reply, delivered once and in order with the calls of its
   // size class (messages up to fragment_size take the priority lane and may overtake
