@@ -142,7 +142,11 @@ struct Cluster {
     RpcOptions ro;
     ro.messenger = opts(kHub);
     ro.max_outstanding = max_outstanding;
-    ep = RpcEndpoint::create(*hub, kRpc, ro).value();
+    // The hub's session events: on the loop that owns their peer.
+    ep = RpcEndpoint::create(*hub, kRpc, ro, [this](SessionEvent e) {
+           if (!hub->loop_of(e.peer).in_loop_thread()) ++event_wrong_thread;
+           if (e.kind == SessionEvent::Kind::connected) ++connected;
+         }).value();
     const auto any = SocketAddress::parse("127.0.0.1:0").value();
     const auto hub_addr = hub->listen(any, tcp_to("127.0.0.1:1")).value();
     for (int i = 0; i < n; ++i) {
@@ -239,6 +243,8 @@ struct Cluster {
   std::array<PeerState, 16> state;
   std::atomic<Latch*> held{nullptr};   // kHold counts here when set
   std::atomic<Latch*> notes{nullptr};  // kNote likewise
+  std::atomic<int> connected{0};       // the hub endpoint's connected events
+  std::atomic<int> event_wrong_thread{0};
 };
 
 // A call's place in the ledger: (sender, peer, seq).

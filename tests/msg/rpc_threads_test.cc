@@ -130,6 +130,8 @@ TEST(RpcThreads, FourLoopsSixteenPeersCallsFromEveryThread) {
   EXPECT_GE(shards.size(), 3u);  // 16 peers hashed over 4 loops
   EXPECT_EQ(c.hub->counter_total("msg.sessions"), static_cast<std::uint64_t>(kPeers));
   EXPECT_EQ(c.hub->counter_total("msg.resets"), 0u);
+  EXPECT_GE(c.connected.load(), kPeers);  // the endpoint saw each session connect
+  EXPECT_EQ(c.event_wrong_thread.load(), 0);
 }
 
 // cancel() and retry_of from threads that are no loop's, over the shards.
