@@ -4,9 +4,9 @@
 //
 // An RpcEndpoint owns a Messenger (messenger() gives it for listen/add_peer/session_info)
 // and takes its dispatch and session events; or it is one user (a service) of a messenger
-// the application owns and shares with other users, all over one session per peer. Calls to one
-// peer share that peer's session: many may be outstanding, replies come in any order, matched by a
-// 64-bit call id.
+// the application owns and shares with other users, all over one session per peer. Either
+// may run on one loop or on several (Threading below). Calls to one peer share that peer's
+// session: many may be outstanding, replies come in any order, matched by a 64-bit call id.
 //
 // Deadlines are absolute in the caller's steady clock (EventLoop::now()); the request
 // carries the remaining budget, because clocks are not synchronised. A call that reaches
@@ -23,17 +23,40 @@
 // method with MethodOptions::dedupe answers the retry from its bounded table
 // (request id -> reply) instead of running the handler again.
 //
-// Threading: the endpoint runs on one loop (the messenger's; a messenger over several loops
-// is not served yet) and every callback runs on that loop's thread. call() and notify() may
-// be called from any thread: off the loop, their checks, the call id, max_outstanding and
-// the messenger's queue bounds answer synchronously, and the call becomes outstanding on
-// the loop once its request is queued there (a retry_of call is loop-thread-only:
-// Errc::invalid_argument elsewhere). Everything else (cancel, handle, shutdown,
-// peer_stats, the responders) is loop-thread-only. Callbacks may call call(), cancel(),
-// notify() and reply; they must not destroy the endpoint. The loop must outlive the
-// endpoint, and keep running while calls from other threads are on their way (a call
-// still on its way when the endpoint is destroyed never completes). The destructor
-// completes every outstanding call with RpcErrc::shutting_down (inside the destructor).
+// Threading (docs/messenger.md, RPC over several loops): the endpoint runs on the loops of
+// its messenger, one shard per loop; shard i serves the peers loop i owns
+// (Messenger::loop_of(peer)), so every callback about a peer runs on its session's loop:
+// `done` of a call to it, the handlers of its requests, events. With several loops,
+// callbacks about different peers run at the same time on different threads.
+//   - call() and notify(): any thread. On the peer's loop they act at once; elsewhere
+//     their checks, the call id, max_outstanding and the messenger's queue bounds answer
+//     synchronously and the request is handed to the peer's loop (in order per calling
+//     thread), where the call becomes outstanding. A retry_of call from another thread is
+//     handed over whole: what only the loop can tell (the call it retries still
+//     outstanding, max_outstanding, a queue bound, a shutdown meanwhile) completes `done`
+//     with that error instead of failing call().
+//   - cancel(): any thread. On the call's loop it acts at once; elsewhere it is posted
+//     there and returns true for any id this endpoint gave out (the call completes with
+//     cancelled if it is still outstanding when the cancel arrives; `done` runs once
+//     either way).
+//   - Responders: answered (or destroyed) on any thread; off the loop that received the
+//     request, the answer is posted to it.
+//   - handle(), handle_oneway(): before the loops run (any one thread), or from any
+//     thread: each loop's table is updated on that loop (at once on the caller's own).
+//   - shutdown(), shutdown(deadline, done): any thread; call() refuses at once, each shard
+//     acts on its loop (the caller's own at once, the others posted).
+//   - peer_stats(peer): loop_of(peer)'s thread (with one loop: the loop's), or before the
+//     loops run. messenger(), counters(): any thread.
+// Call ids: shard i of N gives out i+1, i+1+N, i+1+2N, ... (so (id - 1) mod N names the
+// shard; with one loop 1, 2, 3, ...); unique and nonzero. Callbacks may call call(),
+// cancel(), notify() and reply; they must not destroy the endpoint. The loops must outlive
+// the endpoint (and any answer of a responder that races with its destruction), and keep
+// running while calls from other threads are on their way. The destructor may run on any
+// thread: it closes each shard on its own loop and waits for it, so the loops must be
+// running (or not yet started, or driven by the destroying thread), as for the messenger.
+// Outstanding calls complete with RpcErrc::shutting_down inside it (on their loops); a call
+// still on its way to its loop then completes so or not at all; later answers of
+// responders are dropped.
 #pragma once
 
 #include <cstdint>
@@ -91,11 +114,12 @@ struct RpcOptions {
   MessengerOptions messenger;  // node_id required (see Messenger)
   // Request bodies above this are refused by the server (status too_large) unread.
   std::size_t max_request_size = std::size_t{4} << 20;
-  // Calls outstanding on this endpoint at once; call() refuses beyond
-  // (Errc::resource_exhausted).
+  // Calls outstanding on this endpoint at once (all its loops together); call() refuses
+  // beyond (Errc::resource_exhausted).
   std::size_t max_outstanding = 65536;
-  // Replies kept for MethodOptions::dedupe methods (all peers together, oldest evicted
-  // first). 0: no table (dedupe methods run every time).
+  // Replies kept for MethodOptions::dedupe methods (all peers of a loop together, oldest
+  // evicted first: each loop's shard keeps this many for the peers it owns). 0: no table
+  // (dedupe methods run every time).
   std::size_t dedupe_entries = 4096;
   // Flow control: requests from one peer whose responder is still pending, at which the
   // endpoint stops reading that peer's connection (its further requests wait in its own
@@ -115,7 +139,8 @@ struct RpcRequest {
 
 // A handler's one way to answer; move-only. Reply once (ok or error); a responder
 // destroyed without a reply answers handler_error with app_code 0, so no call hangs on a
-// forgotten reply. Replies after a cancel, or after the endpoint is gone, are dropped.
+// forgotten reply. Replies after a cancel, or after the endpoint is gone, are dropped. Any
+// thread (one at a time per responder): off the request's loop the reply is posted to it.
 class RpcResponder {
  public:
   struct State;
@@ -159,11 +184,16 @@ class RpcEndpoint {
   // Errors: those of Messenger::create; Errc::invalid_argument (max_outstanding 0).
   static Result<std::unique_ptr<RpcEndpoint>> create(EventLoop& loop, const RpcOptions& options,
                                                      Messenger::EventCallback on_event = {});
+  // Over its own messenger on several loops (Messenger::create over loops: made before
+  // they run). Errors: as above, and Errc::invalid_argument for no loops or a null one.
+  static Result<std::unique_ptr<RpcEndpoint>> create(std::span<EventLoop* const> loops,
+                                                     const RpcOptions& options,
+                                                     Messenger::EventCallback on_event = {});
   // An endpoint over `messenger` as its user `service` (Messenger::attach; not 0): it sends
   // and receives only that service's messages, sees every session event, and detaches when
-  // destroyed. The messenger must outlive it and run on one loop (a messenger over several
-  // loops is Errc::invalid_argument for now); options.messenger is ignored (the
-  // messenger's own are used). Errors: those of attach(); Errc::invalid_argument.
+  // destroyed. The messenger (over one loop or several) must outlive it; options.messenger
+  // is ignored (the messenger's own are used). Errors: those of attach();
+  // Errc::invalid_argument.
   static Result<std::unique_ptr<RpcEndpoint>> create(Messenger& messenger, ServiceId service,
                                                      const RpcOptions& options,
                                                      Messenger::EventCallback on_event = {});
@@ -175,19 +205,24 @@ class RpcEndpoint {
 
   Messenger& messenger() noexcept;
 
-  // Registers (or replaces) the handler of `method`.
+  // Registers (or replaces) the handler of `method` on every loop (Threading: at once on
+  // the caller's loop, or everywhere before the loops run; posted to the others).
   void handle(std::uint32_t method, Handler handler, MethodOptions options = {});
   void handle_oneway(std::uint32_t method, OnewayHandler handler);
 
-  // Starts a call; `done` runs exactly once, on the loop, never inside call(). Errors
-  // (nothing started, `done` not run): RpcErrc::timeout (deadline not in the future),
-  // RpcErrc::too_large (body over the messenger's max_message_size less the header),
-  // RpcErrc::shutting_down, Errc::invalid_argument (bad peer, no deadline, retry_of
-  // outstanding), Errc::resource_exhausted (max_outstanding or a messenger queue bound).
+  // Starts a call; `done` runs exactly once, on the peer's loop, never inside call(). A
+  // retry_of id must be one of a call to the same peer. Errors (nothing started, `done`
+  // not run): RpcErrc::timeout (deadline not in the future), RpcErrc::too_large (body over
+  // the messenger's max_message_size less the header), RpcErrc::shutting_down,
+  // Errc::invalid_argument (bad peer, no deadline, a retry_of id of another loop's peer,
+  // or, on the peer's loop, still outstanding), Errc::resource_exhausted (max_outstanding
+  // or a messenger queue bound; for a retry_of call from another thread these come
+  // through `done`: Threading).
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
   // Completes the call with RpcErrc::cancelled now (inside cancel()) and tells the server.
-  // False when the call is not outstanding.
+  // False when the call is not outstanding. From a thread other than the call's loop: when
+  // the cancel reaches that loop, and true for any id given out (Threading).
   bool cancel(CallId id);
   // A one-way message: no id, no reply, delivered once and in order with the calls of its
   // size class (messages up to fragment_size take the priority lane and may overtake
@@ -195,7 +230,8 @@ class RpcEndpoint {
   Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
 
   // New requests are answered shutting_down; outstanding calls complete with
-  // RpcErrc::shutting_down now; the messenger stays (replies still go out).
+  // RpcErrc::shutting_down now (on the caller's loop; on the others when the shutdown
+  // reaches them); the messenger stays (replies still go out).
   void shutdown();
 
   // ---- Flow control (docs/messenger.md, Flow control) ----
@@ -203,22 +239,27 @@ class RpcEndpoint {
   // that arrive are answered shutting_down; outstanding calls and pending responders get
   // until `deadline` to complete. Then the calls still outstanding complete with
   // RpcErrc::shutting_down and the messenger drains its queues (replies included) until
-  // `deadline` (Messenger::shutdown(deadline, done)); `done` runs after that, on the loop,
-  // never inside this call. Destroying the endpoint during it does not run `done`.
+  // `deadline` (Messenger::shutdown(deadline, done); one shared with other users is
+  // theirs to shut down); `done` runs once after that, on one of the loops (the last to
+  // finish), never inside this call. Each loop's shard drains on its loop. Destroying the
+  // endpoint during it does not run `done`.
   void shutdown(Clock::time_point deadline, std::function<void()> done);
   // ---- end of Flow control ----
 
+  // From the peer's shard (loop_of(peer)'s thread; see Threading).
   std::optional<RpcPeerStats> peer_stats(NodeId peer) const;
   // rpc.* counters and per peer rpc.peer.<id>.* counters and the rpc.peer.<id>.call_ns
-  // histogram (docs/messenger.md lists them).
+  // histogram (docs/messenger.md lists them): one set for the endpoint, whatever its
+  // loops (a peer's are written by its loop only). Any thread (values as CounterSet says).
   const CounterSet& counters() const noexcept;
 
-  class Impl;
+  class Impl;   // one loop's calls, handlers and counters (a shard)
+  class Front;  // the shards and the routing to them
 
  private:
-  explicit RpcEndpoint(std::shared_ptr<Impl> impl);
+  explicit RpcEndpoint(std::unique_ptr<Front> front);
   friend struct RpcAccess;  // src/msg/rpc_seams.h
-  std::shared_ptr<Impl> impl_;
+  std::unique_ptr<Front> front_;
 };
 
 }  // namespace rmsg

@@ -1,10 +1,10 @@
-// The public RpcEndpoint: creation over a Messenger, forwarding to the Impl, the error
-// category; demultiplexing of messages and session events; per-peer counters.
+// The error category; a shard's start and close, its demultiplexing of messages and
+// session events, its per-peer counters. (The public RpcEndpoint: rpc_front.cc.)
 #include <string>
 #include <utility>
 
+#include "msg/messenger_front.h"
 #include "msg/rpc_impl.h"
-#include "msg/rpc_seams.h"
 
 namespace rmsg {
 namespace {
@@ -41,66 +41,53 @@ const std::error_category& rpc_category() noexcept {
 }
 
 RpcEndpoint::Impl::Impl(EventLoop& loop, const RpcOptions& options,
-                        Messenger::EventCallback on_event)
+                        Messenger::EventCallback on_event, std::shared_ptr<Shared> shared,
+                        std::size_t index, std::size_t count)
     : loop_(loop),
       options_(options),
       on_event_(std::move(on_event)),
+      shared_(std::move(shared)),
+      counters_(shared_->counters),
+      id_index_(index),
+      id_stride_(count),
+      next_id_(index + 1),
+      outstanding_(shared_->outstanding),
       dedupe_(options.dedupe_entries) {}
 
-Result<void> RpcEndpoint::Impl::start(std::unique_ptr<StreamFactory> streams) {
-  std::weak_ptr<Impl> weak = weak_from_this();
-  auto m = MessengerAccess::create(
-      loop_, options_.messenger, std::move(streams),
-      [weak](NodeId from, std::span<const std::byte> payload) {
-        if (auto self = weak.lock()) self->on_message(from, payload);
-      },
-      [weak](SessionEvent e) {
-        if (auto self = weak.lock()) self->on_event(std::move(e));
-      });
-  if (!m) return m.error();
-  owned_ = std::move(m).value();
-  messenger_ = owned_.get();
-  return {};
-}
-
-Result<void> RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
-  std::weak_ptr<Impl> weak = weak_from_this();
-  RMSG_TRY(messenger.attach(
-      service,
-      [weak](NodeId from, std::span<const std::byte> payload) {
-        if (auto self = weak.lock()) self->on_message(from, payload);
-      },
-      [weak](SessionEvent e) {
-        if (auto self = weak.lock()) self->on_event(std::move(e));
-      }));
+void RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
   messenger_ = &messenger;
+  messenger_front_ = &MessengerAccess::front(messenger);
   service_ = service;
-  return {};
 }
 
 void RpcEndpoint::Impl::close() {
   shut_ = true;
+  calls_failed_ = true;
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
   if (deadline_timer_ != 0) loop_.cancel_timer(deadline_timer_);
   deadline_timer_ = 0;
+  if (drain_timer_ != 0) loop_.cancel_timer(drain_timer_);
+  drain_timer_ = 0;
+  draining_ = false;
+  drain_done_ = {};
+  // Their answers, from any thread, find the shard closed and are dropped.
   for (auto& [key, weak] : pending_) {
-    if (auto st = weak.lock()) st->endpoint.reset();
+    if (auto st = weak.lock()) st->cancelled = true;
   }
   pending_.clear();
-  if (!owned_ && messenger_ != nullptr) messenger_->detach(service_);
   messenger_ = nullptr;
-  owned_.reset();
 }
 
 void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> payload) {
+  if (closed()) return;  // the endpoint is going: its service is detached next
   // An empty message is a request the caller withdrew (Messenger::withdraw).
   if (payload.empty()) {
-    counters_.counter("rpc.withdrawn_seen").add_owned();
+    counters_.counter("rpc.withdrawn_seen").add();
     return;
   }
   const auto h = msg::decode_rpc(payload);
   if (!h) {
-    counters_.counter("rpc.bad_messages").add_owned();
+    counters_.counter("rpc.bad_messages").add();
     return;
   }
   const auto body = payload.subspan(msg::RpcHeader::kSize);
@@ -121,6 +108,7 @@ void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> paylo
 }
 
 void RpcEndpoint::Impl::on_event(SessionEvent event) {
+  if (closed()) return;
   if (event.kind == SessionEvent::Kind::reset) {
     fail_calls(event.peer, make_error_code(RpcErrc::session_reset));
     drop_pending(event.peer);
@@ -165,76 +153,6 @@ std::optional<RpcPeerStats> RpcEndpoint::Impl::peer_stats(NodeId node) const {
       c.calls->value(),     c.ok->value(),     c.failed->value(),      c.timeouts->value(),
       c.cancelled->value(), c.served->value(), c.oneway_sent->value(), c.oneway_received->value(),
       c.outstanding,        c.latency};
-}
-
-Result<std::unique_ptr<RpcEndpoint>> RpcAccess::create(EventLoop& loop, const RpcOptions& options,
-                                                       std::unique_ptr<StreamFactory> streams,
-                                                       Messenger::EventCallback on_event) {
-  if (options.max_outstanding == 0 || options.messenger.max_message_size <= msg::RpcHeader::kSize) {
-    return make_error_code(Errc::invalid_argument);
-  }
-  auto impl = std::make_shared<RpcEndpoint::Impl>(loop, options, std::move(on_event));
-  RMSG_TRY(impl->start(std::move(streams)));
-  return std::unique_ptr<RpcEndpoint>(new RpcEndpoint(std::move(impl)));
-}
-
-Result<std::unique_ptr<RpcEndpoint>> RpcEndpoint::create(EventLoop& loop, const RpcOptions& options,
-                                                         Messenger::EventCallback on_event) {
-  auto streams = make_manager_stream_factory(loop);
-  if (!streams) return streams.error();
-  return RpcAccess::create(loop, options, std::move(streams).value(), std::move(on_event));
-}
-
-Result<std::unique_ptr<RpcEndpoint>> RpcEndpoint::create(Messenger& messenger, ServiceId service,
-                                                         const RpcOptions& options,
-                                                         Messenger::EventCallback on_event) {
-  // The endpoint's state lives on one loop: a messenger over several is not served yet.
-  if (messenger.loop_count() != 1 || options.max_outstanding == 0 ||
-      messenger.options().max_message_size <= msg::RpcHeader::kSize) {
-    return make_error_code(Errc::invalid_argument);
-  }
-  RpcOptions o = options;
-  o.messenger = messenger.options();
-  auto impl = std::make_shared<RpcEndpoint::Impl>(messenger.loop(), o, std::move(on_event));
-  RMSG_TRY(impl->start(messenger, service));
-  return std::unique_ptr<RpcEndpoint>(new RpcEndpoint(std::move(impl)));
-}
-
-RpcEndpoint::RpcEndpoint(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-RpcEndpoint::~RpcEndpoint() {
-  impl_->close();
-}
-Messenger& RpcEndpoint::messenger() noexcept {
-  return *impl_->messenger_;
-}
-void RpcEndpoint::handle(std::uint32_t method, Handler handler, MethodOptions options) {
-  impl_->methods_[method] = Impl::Method{std::move(handler), options};
-}
-void RpcEndpoint::handle_oneway(std::uint32_t method, OnewayHandler handler) {
-  impl_->oneway_[method] = std::move(handler);
-}
-Result<CallId> RpcEndpoint::call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
-                                 const CallOptions& options, CallCallback done) {
-  return impl_->call(peer, method, body, options, std::move(done));
-}
-bool RpcEndpoint::cancel(CallId id) {
-  return impl_->cancel(id);
-}
-Result<void> RpcEndpoint::notify(NodeId peer, std::uint32_t method,
-                                 std::span<const std::byte> body) {
-  return impl_->notify(peer, method, body);
-}
-void RpcEndpoint::shutdown(Clock::time_point deadline, std::function<void()> done) {
-  impl_->drain(deadline, std::move(done));
-}
-void RpcEndpoint::shutdown() {
-  impl_->shutdown();
-}
-std::optional<RpcPeerStats> RpcEndpoint::peer_stats(NodeId peer) const {
-  return impl_->peer_stats(peer);
-}
-const CounterSet& RpcEndpoint::counters() const noexcept {
-  return impl_->counters_;
 }
 
 }  // namespace rmsg

@@ -1,9 +1,11 @@
-// RpcEndpoint::call() and notify() from threads other than the endpoint's loop: checked
-// and numbered at once, sent through the messenger's cross-thread path (its bounds answer
-// synchronously), and the call becomes outstanding on the loop once its request is queued
-// there (docs/messenger.md, RPC; include/rmsg/rpc.h, Threading).
+// What other threads hand to a shard (docs/messenger.md, RPC; include/rmsg/rpc.h,
+// Threading): call() checked and numbered at once, sent through the messenger's
+// cross-thread path (its bounds answer synchronously), outstanding on the loop once its
+// request is queued there; a retry_of call handed over whole (only the loop knows its
+// id's call); cancel() and responders' answers posted.
 #include <chrono>
 #include <utility>
+#include <vector>
 
 #include "msg/messenger_front.h"
 #include "msg/rpc_impl.h"
@@ -21,10 +23,10 @@ bool RpcEndpoint::Impl::take_slot() noexcept {
 Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
                                             std::span<const std::byte> body,
                                             const CallOptions& options, CallCallback done) {
+  if (options.retry_of != 0) return retry_afar(peer, method, body, options, std::move(done));
   if (shut_) return make_error_code(RpcErrc::shutting_down);
-  // A retry names a finished call of this endpoint, which only its loop can tell.
   if (peer == 0 || peer == options_.messenger.node_id || !done ||
-      options.deadline == Clock::time_point{} || options.retry_of != 0) {
+      options.deadline == Clock::time_point{}) {
     return make_error_code(Errc::invalid_argument);
   }
   if (body.size() > options_.messenger.max_message_size - msg::RpcHeader::kSize) {
@@ -33,7 +35,7 @@ Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
   const auto now = loop_.now();
   if (options.deadline <= now) return make_error_code(RpcErrc::timeout);
   if (!take_slot()) return make_error_code(Errc::resource_exhausted);
-  const CallId id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  const CallId id = next_id_.fetch_add(id_stride_, std::memory_order_relaxed);
   msg::RpcHeader h;
   h.kind = msg::RpcKind::request;
   h.word = method;
@@ -42,13 +44,11 @@ Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
       1, std::chrono::ceil<std::chrono::microseconds>(options.deadline - now).count()));
   std::weak_ptr<Impl> weak = weak_from_this();
   const Clock::time_point deadline = options.deadline;
-  auto r = MessengerAccess::front(*messenger_)
-               .send_tracked(peer, msg::encode_rpc(h, body),
-                             lane_for(msg::RpcHeader::kSize + body.size()),
-                             [weak, id, peer, now, deadline, done](Messenger::Ticket t) {
-                               if (auto self = weak.lock())
-                                 self->adopt(id, peer, t, now, deadline, done);
-                             });
+  auto r = messenger_front_->send_tracked(
+      peer, msg::encode_rpc(h, body), lane_for(msg::RpcHeader::kSize + body.size()),
+      [weak, id, peer, now, deadline, done](Messenger::Ticket t) {
+        if (auto self = weak.lock()) self->adopt(id, peer, t, now, deadline, done);
+      });
   if (!r) {
     --outstanding_;
     return r.error();
@@ -73,13 +73,65 @@ void RpcEndpoint::Impl::adopt(CallId id, NodeId peer, Messenger::Ticket ticket,
   PeerCounters& pc = peer_counters(peer);
   pc.calls->add_owned();
   ++pc.outstanding;
-  // Shut down meanwhile: the call fails like the others did (its request is withdrawn).
-  if (shut_) {
+  // Its calls failed meanwhile (shutdown(), a drain that ended, close()): so does this one
+  // (its request is withdrawn). During a drain it is drained like the others.
+  if (calls_failed_) {
     if (messenger_ != nullptr) messenger_->withdraw(peer, ticket);
     RpcResponse r;
     r.error = make_error_code(RpcErrc::shutting_down);
     complete(id, std::move(r));
   }
+}
+
+Result<CallId> RpcEndpoint::Impl::retry_afar(NodeId peer, std::uint32_t method,
+                                             std::span<const std::byte> body,
+                                             const CallOptions& options, CallCallback done) {
+  if (shut_) return make_error_code(RpcErrc::shutting_down);
+  // The id must be one of this shard's: a retry goes to the peer of the call it retries.
+  if (peer == 0 || peer == options_.messenger.node_id || !done ||
+      options.deadline == Clock::time_point{} || !mine(options.retry_of)) {
+    return make_error_code(Errc::invalid_argument);
+  }
+  if (body.size() > options_.messenger.max_message_size - msg::RpcHeader::kSize) {
+    return make_error_code(RpcErrc::too_large);
+  }
+  const auto start = loop_.now();
+  if (options.deadline <= start) return make_error_code(RpcErrc::timeout);
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.post([weak, peer, method, b = std::vector<std::byte>(body.begin(), body.end()), options,
+              start, done = std::move(done)] {
+    auto self = weak.lock();
+    if (!self) return;
+    // The loop's own path; what it refuses (the id still outstanding, max_outstanding, a
+    // queue bound, a shutdown meanwhile) completes the call instead.
+    auto r = self->call(peer, method, b, options, done);
+    if (r) return;
+    RpcResponse failed;
+    failed.error = r.error();
+    failed.latency = self->loop_.now() - start;
+    done(std::move(failed));
+  });
+  return options.retry_of;
+}
+
+bool RpcEndpoint::Impl::cancel_afar(CallId id) {
+  // An id not given out yet cannot be outstanding.
+  if (!mine(id) || id >= next_id_.load(std::memory_order_relaxed)) return false;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.post([weak, id] {
+    if (auto self = weak.lock()) self->cancel(id);
+  });
+  return true;
+}
+
+void RpcEndpoint::Impl::answer(std::shared_ptr<RpcResponder::State> state, msg::RpcStatus status,
+                               std::uint32_t code, std::span<const std::byte> body) {
+  if (loop_.in_loop_thread()) return finish(*state, status, code, body);
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.post([weak, state = std::move(state), status, code,
+              b = std::vector<std::byte>(body.begin(), body.end())] {
+    if (auto self = weak.lock()) self->finish(*state, status, code, b);
+  });
 }
 
 }  // namespace rmsg

@@ -36,9 +36,10 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   const auto now = loop_.now();
   if (options.deadline <= now) return make_error_code(RpcErrc::timeout);
   CallId id = options.retry_of;
-  if (id != 0 && calls_.contains(id)) return make_error_code(Errc::invalid_argument);
+  // A retry reuses an id of this shard (its peer's) that is not outstanding.
+  if (id != 0 && (!mine(id) || calls_.contains(id))) return make_error_code(Errc::invalid_argument);
   if (!take_slot()) return make_error_code(Errc::resource_exhausted);
-  if (id == 0) id = next_id_++;
+  if (id == 0) id = next_id_.fetch_add(id_stride_, std::memory_order_relaxed);
   msg::RpcHeader h;
   h.kind = msg::RpcKind::request;
   h.flags = options.retry_of != 0 ? msg::kRpcFlagDedupe : 0;
@@ -95,7 +96,7 @@ void RpcEndpoint::Impl::on_reply(NodeId from, const msg::RpcHeader& h,
   auto it = calls_.find(h.id);
   if (it == calls_.end() || it->second.peer != from) {
     // The call timed out or was cancelled meanwhile, or the peer is confused.
-    counters_.counter("rpc.late_replies").add_owned();
+    counters_.counter("rpc.late_replies").add();
     return;
   }
   RpcResponse r;
@@ -134,7 +135,7 @@ void RpcEndpoint::Impl::on_deadline(CallId id) {
   if (it == calls_.end()) return;
   // Keep the request out of any replay: it must not run after the caller gave up.
   if (messenger_->withdraw(it->second.peer, it->second.ticket)) {
-    counters_.counter("rpc.withdrawn").add_owned();
+    counters_.counter("rpc.withdrawn").add();
   }
   RpcResponse r;
   r.error = make_error_code(RpcErrc::timeout);
@@ -146,7 +147,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
   if (it == calls_.end()) return false;
   const NodeId peer = it->second.peer;
   if (messenger_->withdraw(peer, it->second.ticket)) {
-    counters_.counter("rpc.withdrawn").add_owned();
+    counters_.counter("rpc.withdrawn").add();
   }
   // The request may already have been delivered: tell the server (best effort; a full
   // queue only costs the server some work).
@@ -155,7 +156,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
   h.id = id;
   if (!messenger_->send(peer, msg::encode_rpc(h, {}),
                         {.lane = Messenger::Lane::priority, .service = service_})) {
-    counters_.counter("rpc.cancel_not_sent").add_owned();
+    counters_.counter("rpc.cancel_not_sent").add();
   }
   RpcResponse r;
   r.error = make_error_code(RpcErrc::cancelled);
@@ -201,6 +202,7 @@ void RpcEndpoint::Impl::fail_calls(NodeId peer, std::error_code why) {
 
 void RpcEndpoint::Impl::shutdown() {
   shut_ = true;
+  calls_failed_ = true;
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
 }
 

@@ -1,6 +1,7 @@
 // RpcEndpoint::Impl's graceful shutdown (include/rmsg/rpc.h, Flow control): refuse new
 // calls, give outstanding calls and pending responders until the deadline, fail what is
-// left with shutting_down, then drain the messenger.
+// left with shutting_down; then (RpcEndpoint::Front::drain, once every shard is through)
+// the owned messenger drains.
 #include <utility>
 
 #include "msg/rpc_impl.h"
@@ -8,13 +9,10 @@
 namespace rmsg {
 
 void RpcEndpoint::Impl::drain(Clock::time_point deadline, std::function<void()> done) {
-  if (draining_ || messenger_ == nullptr) {
-    if (done) loop_.defer(std::move(done));
-    return;
-  }
+  if (closed()) return;  // the endpoint is going: `done` is not run
+  if (draining_) return defer_done(std::move(done));
   shut_ = true;
   draining_ = true;
-  drain_deadline_ = deadline;
   drain_done_ = std::move(done);
   std::weak_ptr<Impl> weak = weak_from_this();
   Duration left = deadline - loop_.now();
@@ -45,16 +43,21 @@ void RpcEndpoint::Impl::finish_drain() {
   draining_ = false;
   if (drain_timer_ != 0) loop_.cancel_timer(drain_timer_);
   drain_timer_ = 0;
+  calls_failed_ = true;
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
-  counters_.counter("rpc.drain_left_pending").add_owned(pending_.size());
-  std::function<void()> done = std::move(drain_done_);
-  // The messenger sends what is queued (replies included) until the same deadline; one
-  // shared with other users (services) is theirs to shut down.
-  if (!owned_) {
-    if (done) loop_.defer(std::move(done));
-    return;
-  }
-  messenger_->shutdown(drain_deadline_, std::move(done));
+  counters_.counter("rpc.drain_left_pending").add(pending_.size());
+  defer_done(std::move(drain_done_));
+}
+
+// The Front's countdown: after every shard, the owned messenger drains (rpc_front.cc).
+// Not once the endpoint went (close()): the messenger may be gone.
+void RpcEndpoint::Impl::defer_done(std::function<void()> done) {
+  if (!done) return;
+  std::weak_ptr<Impl> weak = weak_from_this();
+  loop_.defer([weak, done = std::move(done)] {
+    auto self = weak.lock();
+    if (self && !self->closed()) done();
+  });
 }
 
 }  // namespace rmsg
