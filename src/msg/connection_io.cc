@@ -47,15 +47,19 @@ void Messenger::Impl::watch(Connection& c) {
 }
 
 bool Messenger::Impl::read_paused(const Connection& c) {
-  if (c.state != Connection::State::open) return false;
+  if (paused_sessions_ == 0 || c.state != Connection::State::open) return false;
   const Session* s = find_session(c.peer);
   return s != nullptr && s->paused;
 }
 
 bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
+  // The last frame handled, its bytes no longer in use: back to the decoder, whose next
+  // frame then needs no allocation.
+  msg::Frame done;
   while (!in.empty()) {
     Connection* c = find_connection(id);
     if (c == nullptr) return false;
+    c->decoder->recycle(std::move(done));
     if (read_paused(*c)) {
       // Bytes read but not decoded wait for set_paused(false) (a request past the bound
       // stays in the stream's buffers, not ours).
@@ -76,20 +80,26 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
     } else {
       on_handshake_frame(*c, f);
     }
+    done = std::move(f);
   }
-  return find_connection(id) != nullptr;
+  Connection* c = find_connection(id);
+  if (c == nullptr) return false;
+  c->decoder->recycle(std::move(done));
+  return true;
 }
 
 void Messenger::Impl::on_readable(ConnId id) {
   static thread_local std::array<std::byte, kReadChunk> buf;
-  if (Connection* c = find_connection(id); c != nullptr && read_paused(*c)) {
-    c->stream.on_readable({});  // set_paused(false) watches it again
-    return;
-  }
-  if (Connection* c = find_connection(id); c != nullptr && !c->stash.empty()) {
-    const std::vector<std::byte> stash = std::move(c->stash);
-    c->stash.clear();
-    if (!consume(id, stash)) return;
+  if (Connection* c = find_connection(id); c != nullptr) {
+    if (read_paused(*c)) {
+      c->stream.on_readable({});  // set_paused(false) watches it again
+      return;
+    }
+    if (!c->stash.empty()) {
+      const std::vector<std::byte> stash = std::move(c->stash);
+      c->stash.clear();
+      if (!consume(id, stash)) return;
+    }
   }
   for (int round = 0; round < kReadsPerCallback; ++round) {
     Connection* c = find_connection(id);

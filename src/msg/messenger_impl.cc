@@ -72,6 +72,7 @@ void Messenger::Impl::mark_down(NodeId peer) {
   if (s->conn != 0) drop(s->conn, false);
   if (s->outbound != 0) drop(s->outbound, false);
   if (s->timer != 0) loop_.cancel_timer(s->timer);
+  if (s->paused) --paused_sessions_;
   sessions_.erase(peer);
   check_drained();
 }
@@ -117,6 +118,7 @@ void Messenger::Impl::shutdown() {
     if (s->timer != 0) loop_.cancel_timer(s->timer);
   }
   sessions_.clear();
+  paused_sessions_ = 0;
   slot_waiters_.clear();
 }
 

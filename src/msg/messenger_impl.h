@@ -286,6 +286,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   std::uint64_t global_seq_ = 0;
   bool shutting_down_ = false;
   bool draining_ = false;  // shutdown(deadline, done) is waiting for acks
+  // Sessions with `paused` set: while 0, read_paused() needs no session look-up.
+  std::size_t paused_sessions_ = 0;
   bool drain_check_queued_ = false;
   TimerId drain_timer_ = 0;
   std::function<void()> drain_done_;
