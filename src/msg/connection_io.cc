@@ -34,8 +34,12 @@ Connection& Messenger::Impl::new_connection(Connection::Role role) {
 }
 
 Connection* Messenger::Impl::find_connection(ConnId id) {
+  if (id != 0 && id == conn_cache_id_) return conn_cache_;
   auto it = conns_.find(id);
-  return it == conns_.end() ? nullptr : it->second.get();
+  if (it == conns_.end()) return nullptr;
+  conn_cache_id_ = id;
+  conn_cache_ = it->second.get();
+  return conn_cache_;
 }
 
 void Messenger::Impl::watch(Connection& c) {
@@ -214,6 +218,10 @@ void Messenger::Impl::drop(ConnId id, bool graceful) {
   if (it == conns_.end()) return;
   std::unique_ptr<Connection> c = std::move(it->second);
   conns_.erase(it);
+  if (conn_cache_id_ == id) {
+    conn_cache_id_ = 0;
+    conn_cache_ = nullptr;
+  }
   if (c->deadline != 0) loop_.cancel_timer(c->deadline);
   if (c->ack_timer != 0) loop_.cancel_timer(c->ack_timer);
   if (c->keepalive != 0) loop_.cancel_timer(c->keepalive);

@@ -13,8 +13,8 @@ namespace {
 
 constexpr std::size_t kMagicSize = kBannerMagic.size();
 
-std::size_t align_up(std::size_t v, std::size_t a) noexcept {
-  return (v + a - 1) / a * a;
+std::size_t align_up(std::size_t v, std::size_t a) noexcept {  // a: a power of two
+  return (v + a - 1) & ~(a - 1);
 }
 
 }  // namespace

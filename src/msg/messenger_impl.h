@@ -279,6 +279,13 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   std::unordered_map<NodeId, PeerAddresses> routes_;  // add_peer(PeerAddresses)
   msg::BackoffPolicy probe_policy_;
   std::unordered_map<ConnId, std::unique_ptr<Connection>> conns_;
+  // One-entry caches of find_connection() and find_session(): a connection's callbacks look
+  // the same ones up several times per message, and a hash look-up costs a division.
+  // Cleared where an entry leaves its map (drop, mark_down, shutdown).
+  ConnId conn_cache_id_ = 0;
+  Connection* conn_cache_ = nullptr;
+  NodeId session_cache_peer_ = 0;
+  Session* session_cache_ = nullptr;
   std::vector<Listener> listeners_;
   std::deque<NodeId> slot_waiters_;
   std::size_t handshakes_ = 0;
