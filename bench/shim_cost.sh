@@ -12,16 +12,24 @@
 #                     from C vs the C library's send/recv, alternating in one process
 # Prints one line per round and a table of medians over the rounds with the ratios the issue
 # asks for (shim/plain >= 0.9 for iperf3 and redis; C API / Stream <= 1.1 for latency).
-#   bench/shim_cost.sh [--build-dir build] [--rounds 5] [--seconds 2] [--requests 50000]
+#   bench/shim_cost.sh [--build-dir build] [--rounds 5] [--seconds 2] [--requests 50000] [--pin]
+# --pin: every server runs on CPU 0 and every client on CPU 1, both SCHED_FIFO (chrt -f 10),
+# plain and shimmed alike: on a 2-core host the scheduler otherwise puts both on one core
+# for some runs and not others, and background work preempts them (per-round redis ratios
+# of 0.2-2.3x were seen unpinned on an idle host).
 set -euo pipefail
-build=build rounds=5 seconds=2 requests=50000
+build=build rounds=5 seconds=2 requests=50000 server_on=() client_on=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --requests) requests=$2; shift 2 ;;
-    *) echo "usage: $0 [--build-dir DIR] [--rounds N] [--seconds S] [--requests N]" >&2; exit 2 ;;
+    --pin)
+      server_on=(chrt -f 10 taskset -c 0) client_on=(chrt -f 10 taskset -c 1)
+      shift
+      ;;
+    *) echo "usage: $0 [--build-dir DIR] [--rounds N] [--seconds S] [--requests N] [--pin]" >&2; exit 2 ;;
   esac
 done
 run=$build/bin/rmsg-run perf=$build/bin/rmsg-perf capi=$build/bin/capi_pingpong
@@ -71,10 +79,10 @@ iperf3_round() {
   local mode=$1 wrap=() port
   [ "$mode" = shim ] && wrap=("$run")
   port=$(free_port)
-  "${wrap[@]}" iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+  "${server_on[@]}" "${wrap[@]}" iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
   pids+=($!)
   wait_listen "$port"
-  "${wrap[@]}" iperf3 -c 127.0.0.1 -p "$port" -t "$seconds" -J >"$work/iperf3.json"
+  "${client_on[@]}" "${wrap[@]}" iperf3 -c 127.0.0.1 -p "$port" -t "$seconds" -J >"$work/iperf3.json"
   wait
   $py - "$mode" "$work/iperf3.json" >>"$work/iperf3" <<'EOF'
 import json, sys
@@ -94,14 +102,14 @@ redis_round() {
   local mode=$1 wrap=() port
   [ "$mode" = shim ] && wrap=("$run")
   port=$(free_port)
-  "${wrap[@]}" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+  "${server_on[@]}" "${wrap[@]}" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
     --dir "$work" >/dev/null 2>&1 &
   local server=$!
   pids+=("$server")
   wait_listen "$port"
   local before
   before=$(cpu_of "$server")
-  cpu_run "$work/bench_cpu" "${wrap[@]}" redis-benchmark -p "$port" -t ping,set,get \
+  cpu_run "$work/bench_cpu" "${client_on[@]}" "${wrap[@]}" redis-benchmark -p "$port" -t ping,set,get \
     -n "$requests" -c 50 --csv >"$work/redis.csv"
   echo "$mode $($py -c "print($(cpu_of "$server") - $before)") $(cat "$work/bench_cpu")" \
     >>"$work/redis_cpu"

@@ -29,6 +29,9 @@ constexpr int kMaxEvents = 64;
 // Iterations in a row whose pollers found work may skip epoll_wait; then one looks, so
 // that the loop's other fds (sockets, the timerfd) are never starved by busy pollers.
 constexpr int kMaxEpollSkips = 16;
+// Busy mode: the longest stretch of empty polling before the loop looks at its fds and
+// timers (busy_pass): what a socket's event or a due timer may wait in busy mode.
+constexpr auto kBusyLook = std::chrono::microseconds(20);
 
 std::uint32_t to_epoll(std::uint32_t interest) {
   return ((interest & kReadable) ? EPOLLIN | EPOLLRDHUP : 0u) |
@@ -105,6 +108,8 @@ class EventLoop::Impl {
   loop::TimerHeap timers_;
   Clock::time_point armed_{Clock::time_point::max()};
   std::vector<Task> deferred_;
+  std::vector<Task> deferred_spare_;  // run_deferred's batch storage, kept between iterations
+  bool deferred_running_ = false;
   std::map<std::uint64_t, Task> destroy_hooks_;
   std::vector<std::pair<const void*, std::shared_ptr<void>>> services_;  // oldest first
 
@@ -186,21 +191,42 @@ class EventLoop::Impl {
     return static_cast<int>(batch.size());
   }
 
+  // The batch's storage is kept for the next iteration (a fresh vector per iteration was a
+  // malloc and a free per readiness notification); an iteration nested in a task (one
+  // that runs the loop itself) uses a vector of its own.
   int run_deferred() {
+    if (deferred_.empty()) return 0;
     std::vector<Task> batch;
+    const bool own = !deferred_running_;
+    if (own) {
+      batch.swap(deferred_spare_);
+      deferred_running_ = true;
+    }
     batch.swap(deferred_);
     for (auto& t : batch) stats_.run(t);
-    return static_cast<int>(batch.size());
+    const int n = static_cast<int>(batch.size());
+    if (own) {
+      batch.clear();
+      deferred_spare_.swap(batch);
+      deferred_running_ = false;
+    }
+    return n;
   }
 
-  // Busy mode: up to PollSet::kCheckEvery passes before the iteration looks at epoll and
-  // the clock, so that an empty pass does not cost an epoll_wait(0) system call.
+  // Busy mode: polls until a pass finds work, a post or stop() is pending, or
+  // kBusyLook of empty polling has passed (or a timer is due); only then does the
+  // iteration look at epoll. The clock is read every PollSet::kCheckEvery empty passes.
+  // An epoll_wait(0) is a system call (microseconds in a TCG guest), and a completion
+  // landing during it waits for it: looking after every few passes cost the busy ping-pong
+  // a system call per message on each side.
   int busy_pass() {
-    for (std::uint32_t i = 0; i < loop::PollSet::kCheckEvery; ++i) {
+    const Clock::time_point look =
+        manual_ ? Clock::time_point::min() : std::min(Clock::now() + kBusyLook, timers_.next());
+    for (std::uint32_t i = 1;; ++i) {
       if (const int found = polls_.poll_all(); found > 0) return found;
-      if (wake_signalled_.load(std::memory_order_acquire)) break;
+      if (wake_signalled_.load(std::memory_order_acquire)) return 0;
+      if (i % loop::PollSet::kCheckEvery == 0 && Clock::now() >= look) return 0;
     }
-    return 0;
   }
 
   // The pollers before the wait (poll_set.h): busy mode polls once; after work, a spin

@@ -152,6 +152,26 @@ TEST_F(LoopTest, DeferredTasksRunInOrderAfterCurrentIteration) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
 }
 
+// run_deferred keeps its batch's storage between iterations; a task that runs the loop
+// itself (a nested iteration) must not run or lose the outer batch's tasks.
+TEST_F(LoopTest, ATaskThatRunsTheLoopItselfLeavesTheOuterBatchWhole) {
+  std::vector<int> order;
+  loop().defer([&] {
+    order.push_back(1);
+    loop().defer([&] { order.push_back(3); });
+    ASSERT_TRUE(loop().run_once(0ms).ok());  // nested: runs 3 only
+    order.push_back(4);
+  });
+  loop().defer([&] { order.push_back(2); });
+  ASSERT_TRUE(loop().run_once(0ms).ok());
+  EXPECT_EQ(order, (std::vector<int>{1, 3, 4, 2}));
+  for (int i = 0; i < 3; ++i) {
+    loop().defer([&, i] { order.push_back(10 + i); });
+    ASSERT_TRUE(loop().run_once(0ms).ok());
+  }
+  EXPECT_EQ(order, (std::vector<int>{1, 3, 4, 2, 10, 11, 12}));
+}
+
 TEST_F(LoopTest, StopEndsRun) {
   loop().add_timer(1ms, [&] { loop().stop(); });
   EXPECT_TRUE(loop().run().ok());
