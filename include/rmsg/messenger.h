@@ -167,6 +167,11 @@ struct MessengerOptions {
   Duration idle_timeout = std::chrono::seconds(10);
   // Our connect attempts in flight at once (connect + handshake); more wait their turn.
   std::size_t max_handshakes = 16;
+  // Over several loops: accepted TCP connections waiting for their hello on loop 0 (the
+  // accept router, docs/messenger.md) at once; one more closes the one waiting longest
+  // (counted as msg.route.evicted). Accepted connections in their handshake otherwise
+  // count against the ConnectionManager's max_connections.
+  std::size_t max_accepts_waiting = 256;
   // Bytes written to a connection and not yet accepted by its stream, past which no more
   // messages are taken from the queue (the stream's backpressure reaches the queue).
   std::size_t write_buffer = std::size_t{256} << 10;

@@ -61,7 +61,8 @@ std::size_t peek_hello_cap() noexcept {
   return kBannerSize + kMaxBannerExtension + kPreambleSize + kNodeField;
 }
 
-AcceptRouter::AcceptRouter(EventLoop& loop, Duration timeout, CounterSet& counters, Handoff handoff)
+AcceptRouter::AcceptRouter(EventLoop& loop, Duration timeout, std::size_t max_waiting,
+                           CounterSet& counters, Handoff handoff)
     : loop_(loop),
       timeout_(timeout),
       handoff_(std::move(handoff)),
@@ -70,6 +71,8 @@ AcceptRouter::AcceptRouter(EventLoop& loop, Duration timeout, CounterSet& counte
       closed_(counters.counter("msg.route.closed")),
       malformed_(counters.counter("msg.route.malformed")),
       unroutable_(counters.counter("msg.route.unroutable")),
+      evicted_(counters.counter("msg.route.evicted")),
+      max_waiting_(std::max<std::size_t>(max_waiting, 1)),
       buf_(peek_hello_cap()) {}
 
 AcceptRouter::~AcceptRouter() {
@@ -88,6 +91,7 @@ void AcceptRouter::take(Stream stream) {
     unroutable_.add_owned();
     return;
   }
+  if (pending_.size() >= max_waiting_) evict_oldest();
   auto w = loop_.watch(fd, kReadable, [this, fd](std::uint32_t) { on_readable(fd); });
   if (!w) {
     ::close(fd);
@@ -96,6 +100,11 @@ void AcceptRouter::take(Stream stream) {
   }
   Pending& p = pending_[fd];
   p.watch = *w;
+  p.serial = next_serial_++;
+  order_.emplace_back(fd, p.serial);
+  if (order_.size() > 2 * pending_.size() + 64) {  // stale entries outnumber the live
+    std::erase_if(order_, [this](const auto& e) { return !current(e); });
+  }
   p.timer = loop_.add_timer(timeout_, [this, fd] {
     pending_[fd].timer = 0;
     finish(fd, &timeouts_);
@@ -119,6 +128,22 @@ void AcceptRouter::on_readable(int fd) {
       finish(fd, nullptr);
       handoff_(p.node, fd);
       return;
+  }
+}
+
+bool AcceptRouter::current(const std::pair<int, std::uint64_t>& entry) const {
+  auto it = pending_.find(entry.first);
+  return it != pending_.end() && it->second.serial == entry.second;
+}
+
+void AcceptRouter::evict_oldest() {
+  while (!order_.empty()) {
+    const auto entry = order_.front();
+    order_.pop_front();
+    if (!current(entry)) continue;
+    RMSG_LOG(debug, "msg: accept router full (%zu waiting): closing the oldest", pending_.size());
+    finish(entry.first, &evicted_);
+    return;
   }
 }
 

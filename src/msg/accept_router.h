@@ -9,15 +9,21 @@
 // messenger banner and a hello is closed and counted (msg.route.timeout / .closed /
 // .malformed); msg.route.routed counts those handed on, msg.route.unroutable accepted
 // streams that are no TCP socket (closed: only a socket can move to another loop).
+// At most `max_waiting` sockets wait for their hello at once (a connect flood of silent
+// sockets would otherwise hold a descriptor each for the handshake timeout): one more
+// closes the one that has waited longest (msg.route.evicted). A real connector writes its
+// banner and hello with its connect, so it waits least and is the last one evicted.
 //
 // Threading: loop 0's thread (the listener's).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "rmsg/counters.h"
@@ -43,7 +49,8 @@ class AcceptRouter {
  public:
   // `handoff` gets the socket (a connected, non-blocking fd it now owns) and the peer.
   using Handoff = std::function<void(NodeId peer, int fd)>;
-  AcceptRouter(EventLoop& loop, Duration timeout, CounterSet& counters, Handoff handoff);
+  AcceptRouter(EventLoop& loop, Duration timeout, std::size_t max_waiting, CounterSet& counters,
+               Handoff handoff);
   AcceptRouter(const AcceptRouter&) = delete;
   AcceptRouter& operator=(const AcceptRouter&) = delete;
   AcceptRouter(AcceptRouter&&) = delete;
@@ -59,9 +66,12 @@ class AcceptRouter {
   struct Pending {
     WatchId watch = 0;
     TimerId timer = 0;
+    std::uint64_t serial = 0;  // order of arrival (order_)
   };
   void on_readable(int fd);
   void finish(int fd, Counter* why);  // why null: handed on
+  void evict_oldest();
+  bool current(const std::pair<int, std::uint64_t>& entry) const;
 
   EventLoop& loop_;
   Duration timeout_;
@@ -71,8 +81,14 @@ class AcceptRouter {
   Counter& closed_;
   Counter& malformed_;
   Counter& unroutable_;
+  Counter& evicted_;
+  std::size_t max_waiting_;
   std::vector<Listener> listeners_;
   std::unordered_map<int, Pending> pending_;
+  // (fd, serial) in order of arrival; entries of sockets gone since are skipped (a reused
+  // fd has a newer serial) and dropped when they reach the front or outnumber the live.
+  std::deque<std::pair<int, std::uint64_t>> order_;
+  std::uint64_t next_serial_ = 1;
   std::vector<std::byte> buf_;
 };
 

@@ -208,7 +208,8 @@ Result<std::string> Messenger::Front::listen(const SocketAddress& address,
   if (params.transport != Transport::tcp) return listen_routed(address, params);
   if (!router_) {
     router_ = std::make_unique<msg::AcceptRouter>(
-        *first.loop, options_.handshake_timeout, first.impl->counters_,
+        *first.loop, options_.handshake_timeout, options_.max_accepts_waiting,
+        first.impl->counters_,
         [this, tcp = params.tcp](NodeId peer, int fd) { hand_over(owner(peer), fd, tcp); });
   }
   msg::AcceptRouter* router = router_.get();

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "rdma/credits.h"
+#include "rdma/live_streams.h"
 #include "rdma/recv_ring.h"
 #include "rdma/resources.h"
 #include "rdma/send_ring.h"
@@ -223,6 +224,12 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   static constexpr std::uint8_t kWantWrite = 2;
   std::uint8_t want_ = 0;
   bool notify_scheduled_ = false;
+  // The number a deferred readiness pass finds this stream by (live_streams.h); 0 after
+  // teardown: a pass still pending finds nothing and does nothing.
+  std::shared_ptr<LiveStreams> live_ = LiveStreams::of(loop_);
+  std::uint64_t live_id_ = live_->add(this);
+  void notify_pass();
+  void forget_live() noexcept;  // teardown, ~RdmaStream: pending passes find nothing
   std::uint64_t progress_ = 0;
   // on_writable rests after a call that made no write()/writev() call and no progress:
   // more space for a stream already writable is no news (stream.h). write()/writev(),

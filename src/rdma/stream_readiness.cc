@@ -53,33 +53,42 @@ void RdmaStream::schedule_notify() {
   const bool write_due = (want_ & kWantWrite) != 0 && on_writable_ && writable_now();
   if (!read_due && !write_due) return;
   notify_scheduled_ = true;
-  loop_.defer([this, weak = std::weak_ptr<int>(alive_)] {
-    if (weak.expired()) return;
-    notify_scheduled_ = false;
-    if ((want_ & kWantRead) != 0 && on_readable_ && readable_now()) {
-      want_ &= ~kWantRead;
-      const std::uint64_t before = progress_;
-      Task cb = on_readable_;
-      cb();
-      if (weak.expired()) return;
-      if (progress_ != before) want_ |= kWantRead;
-    }
-    if ((want_ & kWantWrite) != 0 && on_writable_ && writable_now()) {
-      want_ &= ~kWantWrite;
-      const std::uint64_t before = progress_;
-      const std::uint64_t writes_before = write_calls_;
-      Task cb = on_writable_;
-      cb();
-      if (weak.expired()) return;
-      if (progress_ != before) {
-        want_ |= kWantWrite;
-      } else if (write_calls_ == writes_before) {
-        write_resting_ = true;
-        write_rest_final_ = write_final();
-      }
-    }
-    schedule_notify();
+  // The task carries the stream's number, not a pointer kept alive (live_streams.h): a
+  // trivially copyable lambda is stored inside the std::function, with no allocation.
+  loop_.defer([live = live_.get(), id = live_id_] {
+    if (RdmaStream* s = live->find(id)) s->notify_pass();
   });
+}
+
+// One notification pass. A callback may close or destroy the stream: after each, it is
+// looked up again by number (locals only: `this` may be gone).
+void RdmaStream::notify_pass() {
+  LiveStreams* const live = live_.get();
+  const std::uint64_t id = live_id_;
+  notify_scheduled_ = false;
+  if ((want_ & kWantRead) != 0 && on_readable_ && readable_now()) {
+    want_ &= ~kWantRead;
+    const std::uint64_t before = progress_;
+    Task cb = on_readable_;
+    cb();
+    if (live->find(id) == nullptr) return;
+    if (progress_ != before) want_ |= kWantRead;
+  }
+  if ((want_ & kWantWrite) != 0 && on_writable_ && writable_now()) {
+    want_ &= ~kWantWrite;
+    const std::uint64_t before = progress_;
+    const std::uint64_t writes_before = write_calls_;
+    Task cb = on_writable_;
+    cb();
+    if (live->find(id) == nullptr) return;
+    if (progress_ != before) {
+      want_ |= kWantWrite;
+    } else if (write_calls_ == writes_before) {
+      write_resting_ = true;
+      write_rest_final_ = write_final();
+    }
+  }
+  schedule_notify();
 }
 
 }  // namespace rmsg::rdma

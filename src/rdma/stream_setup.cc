@@ -60,6 +60,11 @@ RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geomet
 RdmaStream::~RdmaStream() {
   close();
   if (conn_ == ConnState::lingering) static_cast<void>(end_linger().release());  // not self-owned
+  forget_live();
+}
+
+void RdmaStream::forget_live() noexcept {
+  if (live_id_ != 0) live_->remove(std::exchange(live_id_, 0));
 }
 
 Result<void> RdmaStream::start_connect(const SocketAddress& peer, SetupDone done) {
@@ -347,6 +352,7 @@ void RdmaStream::teardown(bool was_established) {
   release_resources(std::move(old_id), timewait_exited, was_established);
   hooks_.lease.reset();  // a manager's count of live connections ends here
   alive_.reset();        // deferred tasks of this stream become no-ops
+  forget_live();
 }
 
 std::error_code RdmaStream::error() const {

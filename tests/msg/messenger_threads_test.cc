@@ -343,6 +343,40 @@ TEST(MessengerThreads, TheRouterClosesWhatIsNoHello) {
   ::close(silent);
 }
 
+// A flood of silent connections holds at most max_accepts_waiting sockets: each one more
+// closes the one that has waited longest.
+TEST(MessengerThreads, TheRouterBoundsTheSocketsWaitingForAHello) {
+  auto loops = LoopThreads::create(2).value();  // driven by this thread: never started
+  MessengerOptions o = opts(1);
+  o.handshake_timeout = 30s;
+  o.max_accepts_waiting = 4;
+  auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
+  const auto addr =
+      m->listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1")).value();
+  EventLoop& l0 = loops->loop(0);
+  auto value = [&](const char* name) { return m->counters(0).value(name); };
+  std::vector<int> flood;
+  for (int i = 0; i < 10; ++i) {
+    flood.push_back(raw_connect(addr));
+    ASSERT_GE(flood.back(), 0);
+    // One at a time, so that the order of arrival is the order of connects.
+    ASSERT_TRUE(
+        l0.run_for([&] { return value("msg.route.evicted") == (i < 4 ? 0u : i - 3u); }, 5s));
+  }
+  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.evicted") == 6; }, 5s));
+  for (int i = 0; i < 10; ++i) {
+    char b = 0;
+    const ssize_t n = ::recv(flood[i], &b, 1, MSG_DONTWAIT);
+    if (i < 6) {
+      EXPECT_EQ(n, 0) << "socket " << i << " (among the oldest) is still open";
+    } else {
+      EXPECT_TRUE(n < 0 && errno == EAGAIN) << "socket " << i << " (among the newest) was closed";
+    }
+    ::close(flood[i]);
+  }
+  EXPECT_EQ(value("msg.route.timeout"), 0u);
+}
+
 }  // namespace
 }  // namespace rmsg::testing
 
