@@ -34,8 +34,12 @@ Connection& Messenger::Impl::new_connection(Connection::Role role) {
 }
 
 Connection* Messenger::Impl::find_connection(ConnId id) {
+  if (id != 0 && id == conn_cache_id_) return conn_cache_;
   auto it = conns_.find(id);
-  return it == conns_.end() ? nullptr : it->second.get();
+  if (it == conns_.end()) return nullptr;
+  conn_cache_id_ = id;
+  conn_cache_ = it->second.get();
+  return conn_cache_;
 }
 
 void Messenger::Impl::watch(Connection& c) {
@@ -47,15 +51,19 @@ void Messenger::Impl::watch(Connection& c) {
 }
 
 bool Messenger::Impl::read_paused(const Connection& c) {
-  if (c.state != Connection::State::open) return false;
+  if (paused_sessions_ == 0 || c.state != Connection::State::open) return false;
   const Session* s = find_session(c.peer);
   return s != nullptr && s->paused;
 }
 
 bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
+  // The last frame handled, its bytes no longer in use: back to the decoder, whose next
+  // frame then needs no allocation.
+  msg::Frame done;
   while (!in.empty()) {
     Connection* c = find_connection(id);
     if (c == nullptr) return false;
+    c->decoder->recycle(std::move(done));
     if (read_paused(*c)) {
       // Bytes read but not decoded wait for set_paused(false) (a request past the bound
       // stays in the stream's buffers, not ours).
@@ -76,20 +84,26 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
     } else {
       on_handshake_frame(*c, f);
     }
+    done = std::move(f);
   }
-  return find_connection(id) != nullptr;
+  Connection* c = find_connection(id);
+  if (c == nullptr) return false;
+  c->decoder->recycle(std::move(done));
+  return true;
 }
 
 void Messenger::Impl::on_readable(ConnId id) {
   static thread_local std::array<std::byte, kReadChunk> buf;
-  if (Connection* c = find_connection(id); c != nullptr && read_paused(*c)) {
-    c->stream.on_readable({});  // set_paused(false) watches it again
-    return;
-  }
-  if (Connection* c = find_connection(id); c != nullptr && !c->stash.empty()) {
-    const std::vector<std::byte> stash = std::move(c->stash);
-    c->stash.clear();
-    if (!consume(id, stash)) return;
+  if (Connection* c = find_connection(id); c != nullptr) {
+    if (read_paused(*c)) {
+      c->stream.on_readable({});  // set_paused(false) watches it again
+      return;
+    }
+    if (!c->stash.empty()) {
+      const std::vector<std::byte> stash = std::move(c->stash);
+      c->stash.clear();
+      if (!consume(id, stash)) return;
+    }
   }
   for (int round = 0; round < kReadsPerCallback; ++round) {
     Connection* c = find_connection(id);
@@ -204,6 +218,10 @@ void Messenger::Impl::drop(ConnId id, bool graceful) {
   if (it == conns_.end()) return;
   std::unique_ptr<Connection> c = std::move(it->second);
   conns_.erase(it);
+  if (conn_cache_id_ == id) {
+    conn_cache_id_ = 0;
+    conn_cache_ = nullptr;
+  }
   if (c->deadline != 0) loop_.cancel_timer(c->deadline);
   if (c->ack_timer != 0) loop_.cancel_timer(c->ack_timer);
   if (c->keepalive != 0) loop_.cancel_timer(c->keepalive);

@@ -1,8 +1,6 @@
 // Preamble encoding and validation (frame.h).
 #include "msg/frame.h"
 
-#include <bit>
-
 #include "msg/crc32c.h"
 #include "msg/frame_bytes.h"
 #include "msg/frame_errors.h"
@@ -14,7 +12,7 @@ constexpr std::size_t kLengthsOffset = 4;
 constexpr std::size_t kAlignmentsOffset = 20;
 
 bool valid_alignment(std::uint16_t a) noexcept {
-  return a == 0 || std::has_single_bit(a);
+  return (a & (a - 1)) == 0;  // 0 or a power of two (no popcount call)
 }
 
 }  // namespace

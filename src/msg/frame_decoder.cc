@@ -13,8 +13,8 @@ namespace {
 
 constexpr std::size_t kMagicSize = kBannerMagic.size();
 
-std::size_t align_up(std::size_t v, std::size_t a) noexcept {
-  return (v + a - 1) / a * a;
+std::size_t align_up(std::size_t v, std::size_t a) noexcept {  // a: a power of two
+  return (v + a - 1) & ~(a - 1);
 }
 
 }  // namespace
@@ -35,11 +35,14 @@ void Frame::allocate(const Preamble& p) {
     offsets_[i] = align_up(end, a);
     end = offsets_[i] + p.lengths[i];
   }
+  if (end == 0) return;  // a kept block stays for the next frame
+  if (storage_ && capacity_ >= end && storage_.get_deleter().alignment >= max_align) return;
   storage_.reset();
-  if (end == 0) return;
+  capacity_ = 0;
   storage_ = std::unique_ptr<std::byte[], detail::AlignedDelete>(
       static_cast<std::byte*>(::operator new (end, std::align_val_t{max_align})),
       detail::AlignedDelete{max_align});
+  capacity_ = end;
 }
 
 std::span<const std::byte> Frame::segment(std::size_t i) const noexcept {
@@ -89,6 +92,9 @@ DecodeEvent WireDecoder::feed(std::span<const std::byte>& in) {
   while (true) {
     if (state_ == State::failed) return DecodeEvent::error;
     if (state_ == State::frame_ready) expect(State::preamble, kPreambleSize);
+    if (state_ == State::preamble && have_ == 0 && in.size() >= kPreambleSize) {
+      if (const auto ev = feed_whole(in)) return *ev;
+    }
     if (in.empty()) return DecodeEvent::need_more;
     const auto t = target();
     const std::size_t n = std::min(t.size(), in.size());
@@ -96,6 +102,39 @@ DecodeEvent WireDecoder::feed(std::span<const std::byte>& in) {
     in = in.subspan(n);
     if (const auto ev = advance(n); ev != DecodeEvent::need_more) return ev;
   }
+}
+
+// The same checks, copies, CRCs, counts and events as the part-by-part path below, in one
+// pass over a frame that lies whole in `in` (small frames, the usual case: one read holds
+// many). None when it does not (nothing consumed: the part-by-part path takes it).
+std::optional<DecodeEvent> WireDecoder::feed_whole(std::span<const std::byte>& in) {
+  const auto head = in.first<kPreambleSize>();
+  auto p = decode_preamble(head, options_.limits);
+  if (!p) {
+    stats_.bytes += kPreambleSize;
+    in = in.subspan(kPreambleSize);
+    return fail(p.error());
+  }
+  const Preamble& pre = p.value();
+  const std::size_t total = kPreambleSize + pre.payload_size() + pre.epilogue_size();
+  if (in.size() < total) return std::nullopt;
+  frame_.allocate(pre);  // bounded: decode_preamble checked the sum of the lengths
+  const std::byte* src = in.data() + kPreambleSize;
+  const std::byte* epilogue = src + pre.payload_size();
+  stats_.bytes += total;
+  in = in.subspan(total);
+  for (std::size_t i = 0; i < pre.segment_count; ++i) {
+    const std::span<const std::byte> seg(src, pre.lengths[i]);
+    src += seg.size();
+    if (!seg.empty()) std::memcpy(frame_.segment(i).data(), seg.data(), seg.size());
+    // crc32c of an empty segment is 0, as the epilogue says.
+    if (wire::load_le<std::uint32_t>(epilogue + kSegmentCrcSize * i) != crc32c(seg)) {
+      return fail(WireErrc::segment_crc);
+    }
+  }
+  state_ = State::frame_ready;
+  ++stats_.frames;
+  return DecodeEvent::frame;
 }
 
 std::span<std::byte> WireDecoder::prepare() noexcept {
@@ -129,6 +168,15 @@ Frame WireDecoder::take_frame() noexcept {
   if (state_ != State::frame_ready) return {};
   expect(State::preamble, kPreambleSize);
   return std::move(frame_);
+}
+
+void WireDecoder::recycle(Frame&& f) noexcept {
+  // Only into a frame with no block: one still being filled keeps its own.
+  if (frame_.storage_ || !f.storage_ || f.capacity_ > kRecycleMax) return;
+  if (state_ == State::segment || state_ == State::epilogue) return;
+  frame_.storage_ = std::move(f.storage_);
+  frame_.capacity_ = f.capacity_;
+  f.capacity_ = 0;
 }
 
 DecodeEvent WireDecoder::fail(std::error_code ec) {

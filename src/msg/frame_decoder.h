@@ -2,7 +2,8 @@
 // banner and then its frames (banner.h, frame.h). No I/O, no clock, no callbacks: the
 // session feeds it whatever it read, in chunks of any size (one byte at a time works), and
 // acts on the events. It allocates only a frame's segment storage, and only after the
-// preamble passed every check of frame.h (CRC first, then the size limit).
+// preamble passed every check of frame.h (CRC first, then the size limit), and not even
+// then when a recycled frame's block is large enough (recycle()).
 //
 // Use:
 //   DecoderOptions opts;
@@ -30,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <system_error>
 
@@ -66,11 +68,13 @@ class Frame {
 
  private:
   friend class WireDecoder;
-  // Allocates storage for the preamble's segments (already validated and bounded).
+  // Storage for the preamble's segments (already validated and bounded): the block it has
+  // when that is large and aligned enough (WireDecoder::recycle), else a new one.
   void allocate(const Preamble& p);
   Preamble preamble_{};
   std::array<std::size_t, kMaxSegments> offsets_{};
   std::unique_ptr<std::byte[], detail::AlignedDelete> storage_;
+  std::size_t capacity_ = 0;  // bytes of storage_
 };
 
 struct DecoderOptions {
@@ -111,6 +115,10 @@ class WireDecoder {
   // The completed frame, once per `frame` event (a frame not taken before the next
   // feed()/prepare()/commit() is dropped).
   Frame take_frame() noexcept;
+  // Hands a taken frame back once its bytes are no longer used: its storage (up to
+  // kRecycleMax bytes) serves the next frame, so small frames cost no allocation each.
+  void recycle(Frame&& f) noexcept;
+  static constexpr std::size_t kRecycleMax = std::size_t{16} << 10;
   std::error_code error() const noexcept { return error_; }
   const WireStats& stats() const noexcept { return stats_; }
 
@@ -129,6 +137,7 @@ class WireDecoder {
   DecodeEvent advance(std::size_t n);      // n bytes were written to target()
   DecodeEvent step();                      // the current part is complete
   DecodeEvent fail(std::error_code ec);
+  std::optional<DecodeEvent> feed_whole(std::span<const std::byte>& in);  // feed()'s fast path
   void expect(State s, std::size_t need) noexcept;  // a staging part of `need` bytes
   DecodeEvent on_banner_head();
   DecodeEvent on_banner_rest();

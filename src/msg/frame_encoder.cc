@@ -1,7 +1,6 @@
 // Frame encoding (frame_encoder.h).
 #include "msg/frame_encoder.h"
 
-#include <bit>
 #include <cstring>
 
 #include "msg/crc32c.h"
@@ -19,7 +18,7 @@ Result<void> check(FrameType type, std::span<const Segment> segments, const Fram
   }
   std::uint64_t total = 0;
   for (const auto& s : segments) {
-    if (s.alignment != 0 && !std::has_single_bit(s.alignment)) return Errc::invalid_argument;
+    if ((s.alignment & (s.alignment - 1)) != 0) return Errc::invalid_argument;  // 0 or 2^k
     total += s.data.size();
   }
   if (total > limits.max_frame_size) return make_error_code(WireErrc::oversize);

@@ -57,12 +57,16 @@ class InState {
   // The message `seq` (not a duplicate, within reach) was handed to the dispatch callback
   // (which returned). Returns true when a standalone ack is due at once (`every` reached).
   bool delivered(Seq seq, Clock::time_point now) {
-    const auto off = static_cast<std::size_t>(seq - in_seq_ - 1);
-    if (off >= ahead_.size()) ahead_.resize(off + 1, false);
-    ahead_[off] = true;
-    while (!ahead_.empty() && ahead_.front()) {
-      ahead_.pop_front();
-      ++in_seq_;
+    if (seq == in_seq_ + 1 && ahead_.empty()) {
+      ++in_seq_;  // in order, nothing ahead (the usual case): no deque work
+    } else {
+      const auto off = static_cast<std::size_t>(seq - in_seq_ - 1);
+      if (off >= ahead_.size()) ahead_.resize(off + 1, false);
+      ahead_[off] = true;
+      while (!ahead_.empty() && ahead_.front()) {
+        ahead_.pop_front();
+        ++in_seq_;
+      }
     }
     if (unacked_ == 0) first_unacked_at_ = now;
     ++unacked_;

@@ -63,6 +63,7 @@ void Messenger::Impl::set_paused(NodeId peer, bool paused) {
   Session* s = find_session(peer);
   if (s == nullptr || s->paused == paused) return;
   s->paused = paused;
+  paused_sessions_ = paused ? paused_sessions_ + 1 : paused_sessions_ - 1;
   counters_.counter(paused ? "msg.read_pauses" : "msg.read_resumes").add_owned();
   if (paused || s->conn == 0) return;
   // Resume: what was stashed, then the stream (its readiness may have fired meanwhile).

@@ -72,6 +72,11 @@ void Messenger::Impl::mark_down(NodeId peer) {
   if (s->conn != 0) drop(s->conn, false);
   if (s->outbound != 0) drop(s->outbound, false);
   if (s->timer != 0) loop_.cancel_timer(s->timer);
+  if (s->paused) --paused_sessions_;
+  if (session_cache_peer_ == peer) {
+    session_cache_peer_ = 0;
+    session_cache_ = nullptr;
+  }
   sessions_.erase(peer);
   check_drained();
 }
@@ -117,6 +122,9 @@ void Messenger::Impl::shutdown() {
     if (s->timer != 0) loop_.cancel_timer(s->timer);
   }
   sessions_.clear();
+  session_cache_peer_ = 0;
+  session_cache_ = nullptr;
+  paused_sessions_ = 0;
   slot_waiters_.clear();
 }
 

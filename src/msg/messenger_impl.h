@@ -279,6 +279,13 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   std::unordered_map<NodeId, PeerAddresses> routes_;  // add_peer(PeerAddresses)
   msg::BackoffPolicy probe_policy_;
   std::unordered_map<ConnId, std::unique_ptr<Connection>> conns_;
+  // One-entry caches of find_connection() and find_session(): a connection's callbacks look
+  // the same ones up several times per message, and a hash look-up costs a division.
+  // Cleared where an entry leaves its map (drop, mark_down, shutdown).
+  ConnId conn_cache_id_ = 0;
+  Connection* conn_cache_ = nullptr;
+  NodeId session_cache_peer_ = 0;
+  Session* session_cache_ = nullptr;
   std::vector<Listener> listeners_;
   std::deque<NodeId> slot_waiters_;
   std::size_t handshakes_ = 0;
@@ -286,6 +293,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   std::uint64_t global_seq_ = 0;
   bool shutting_down_ = false;
   bool draining_ = false;  // shutdown(deadline, done) is waiting for acks
+  // Sessions with `paused` set: while 0, read_paused() needs no session look-up.
+  std::size_t paused_sessions_ = 0;
   bool drain_check_queued_ = false;
   TimerId drain_timer_ = 0;
   std::function<void()> drain_done_;

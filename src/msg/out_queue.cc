@@ -81,21 +81,23 @@ std::optional<Chunk> OutQueue::next() const noexcept {
 }
 
 void OutQueue::mark_written() noexcept {
-  const std::optional<Chunk> c = next();
-  if (!c) return;
-  const std::size_t l = lane_index(c->lane);
-  OutMessage& m = q_[static_cast<std::size_t>(c->seq - q_.front().seq)];
-  if (c->first) {
+  if (const std::optional<Chunk> c = next()) mark_written(*c);
+}
+
+void OutQueue::mark_written(const Chunk& c) noexcept {
+  const std::size_t l = lane_index(c.lane);
+  OutMessage& m = q_[static_cast<std::size_t>(c.seq - q_.front().seq)];
+  if (c.first) {
     m.started = true;
     ++started_;
     if (m.lane == Lane::bulk) m.window = m.payload.size();
     inflight_bytes_ += m.window;
     cursor_[l] = next_in_lane(cursor_[l] + 1, m.lane);
   }
-  m.sent += c->bytes.size();
+  m.sent += c.bytes.size();
   m.ever_sent = true;
   highest_written_ = seq_max(highest_written_, m.seq);
-  if (c->more) {
+  if (c.more) {
     partial_[l] = m.seq;
     return;
   }

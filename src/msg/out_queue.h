@@ -168,6 +168,9 @@ class OutQueue {
   std::optional<Chunk> next() const noexcept;
   // The chunk next() returned was written (accepted by the stream).
   void mark_written() noexcept;
+  // The same, given that chunk (next()'s answer, no call in between): spares computing it
+  // again.
+  void mark_written(const Chunk& c) noexcept;
 
   // The peer has delivered every message up to `ack`: they leave the queue. Older or equal
   // acks change nothing. Errors: Errc::protocol_error when `ack` names a message never

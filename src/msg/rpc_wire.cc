@@ -2,22 +2,18 @@
 
 #include <cstring>
 
+#include "msg/frame_bytes.h"
+
 namespace rmsg::msg {
 namespace {
 
 template <class T>
 void put(std::byte* at, T v) noexcept {
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    at[i] = static_cast<std::byte>(static_cast<std::uint64_t>(v) >> (8 * i));
-  }
+  wire::store_le<T>(at, v);
 }
 template <class T>
 T get(const std::byte* at) noexcept {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    v |= static_cast<std::uint64_t>(at[i]) << (8 * i);
-  }
-  return static_cast<T>(v);
+  return wire::load_le<T>(at);
 }
 
 }  // namespace

@@ -8,8 +8,12 @@
 namespace rmsg {
 
 Session* Messenger::Impl::find_session(NodeId peer) {
+  if (peer != 0 && peer == session_cache_peer_) return session_cache_;
   auto it = sessions_.find(peer);
-  return it == sessions_.end() ? nullptr : it->second.get();
+  if (it == sessions_.end()) return nullptr;
+  session_cache_peer_ = peer;
+  session_cache_ = it->second.get();
+  return session_cache_;
 }
 
 Cookie Messenger::Impl::new_cookie() {

@@ -109,9 +109,13 @@ void Messenger::Impl::pump(Session& s) {
   Connection* c = s.conn != 0 ? find_connection(s.conn) : nullptr;
   if (c == nullptr || c->state != Connection::State::open) return;
   bool wrote = false;
+  bool drained = false;  // next() had nothing (more) to write
   while (c->pending_bytes() < options_.write_buffer) {
     const std::optional<msg::Chunk> m = s.out->next();
-    if (!m) break;
+    if (!m) {
+      drained = true;
+      break;
+    }
     const auto header = msg::encode(msg::MessageHeader{
         m->seq, s.in.in_seq(), msg::message_flags(m->lane, m->more), m->service});
     const msg::Segment segs[2] = {{header, 0}, {m->bytes, 0}};
@@ -119,16 +123,20 @@ void Messenger::Impl::pump(Session& s) {
     if (m->first && m->replay) hot_.replayed.add_owned();
     if (m->first) hot_.sent.add_owned();
     if (m->more || !m->first) counters_.counter("msg.fragments").add_owned();
-    s.out->mark_written();
+    s.out->mark_written(*m);
     wrote = true;
   }
+  // Nothing to write (an ack or a frame that found the queue empty, the usual case).
+  if (drained && !wrote && c->pending_bytes() == 0) return;
   if (wrote) s.in.note_ack_sent();  // the ack timer stays: it finds nothing pending
   const ConnId id = c->id;
   flush(*c);
   // The stream took everything and chunks remain (a large message, which no ack will pull
   // out): continue after the loop served the others, instead of in one go.
   c = find_connection(id);
-  if (c == nullptr || c->pending_bytes() > 0 || c->pump_deferred || !s.out->next()) return;
+  if (c == nullptr || c->pending_bytes() > 0 || c->pump_deferred || drained || !s.out->next()) {
+    return;
+  }
   c->pump_deferred = true;
   std::weak_ptr<Impl> weak = weak_from_this();
   loop_.defer([weak, id] {

@@ -1,5 +1,7 @@
 #include "msg/session_frames.h"
 
+#include "msg/frame_bytes.h"
+
 namespace rmsg::msg {
 namespace {
 
@@ -8,14 +10,16 @@ namespace {
 class Writer {
  public:
   explicit Writer(std::span<std::byte> out) noexcept : out_(out) {}
-  void u32(std::uint32_t v) noexcept {
-    for (int i = 0; i < 4; ++i) out_[pos_++] = static_cast<std::byte>(v >> (8 * i));
-  }
-  void u64(std::uint64_t v) noexcept {
-    for (int i = 0; i < 8; ++i) out_[pos_++] = static_cast<std::byte>(v >> (8 * i));
-  }
+  void u32(std::uint32_t v) noexcept { put(v); }
+  void u64(std::uint64_t v) noexcept { put(v); }
 
  private:
+  // The callers' layouts fit their buffers (Encoded<T> is T::kSize bytes).
+  template <class T>
+  void put(T v) noexcept {
+    wire::store_le<T>(out_.data() + pos_, v);
+    pos_ += sizeof v;
+  }
   std::span<std::byte> out_;
   std::size_t pos_ = 0;
 };
@@ -23,18 +27,17 @@ class Writer {
 class Reader {
  public:
   explicit Reader(std::span<const std::byte> in) noexcept : in_(in) {}
-  std::uint32_t u32() noexcept {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(in_[pos_++]) << (8 * i);
-    return v;
-  }
-  std::uint64_t u64() noexcept {
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= std::to_integer<std::uint64_t>(in_[pos_++]) << (8 * i);
-    return v;
-  }
+  std::uint32_t u32() noexcept { return get<std::uint32_t>(); }
+  std::uint64_t u64() noexcept { return get<std::uint64_t>(); }
 
  private:
+  // The callers checked the length against the layout first.
+  template <class T>
+  T get() noexcept {
+    const T v = wire::load_le<T>(in_.data() + pos_);
+    pos_ += sizeof v;
+    return v;
+  }
   std::span<const std::byte> in_;
   std::size_t pos_ = 0;
 };

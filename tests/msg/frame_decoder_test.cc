@@ -2,9 +2,11 @@
 // allocated from a length that did not pass the checks (global operator new is counted).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include "msg/frame_errors.h"
 #include "msg/wire_test_util.h"
@@ -221,6 +223,54 @@ TEST(FrameDecoderErrors, ErrorAfterGoodFramesKeepsThem) {
   sum.add(dec.stats());
   EXPECT_EQ(sum.errors_of(WireErrc::preamble_crc), 2u);
   EXPECT_EQ(sum.frames, 4u);
+}
+
+// A frame handed back (recycle) lends its block to the next one: no allocation while it is
+// large enough, a fresh block (and the right bytes) when it is not, none kept past the bound.
+TEST(FrameDecoderRecycle, TheNextFrameReusesTheBlockWhileItFits) {
+  const auto small = wire_test::bytes_of("0123456789");
+  const auto big = std::vector<std::byte>(3000, std::byte{0x7e});
+  const auto huge = std::vector<std::byte>(WireDecoder::kRecycleMax + 1, std::byte{0x11});
+  auto frame_of = [](std::span<const std::byte> b) {
+    const Segment seg{b};
+    return frame_bytes(FrameType::message, {&seg, 1});
+  };
+  WireDecoder dec(frames_only());
+  auto decode_one = [&dec](const std::vector<std::byte>& wire) {
+    std::span<const std::byte> in = wire;
+    EXPECT_EQ(dec.feed(in), DecodeEvent::frame);
+    EXPECT_TRUE(in.empty());
+    return dec.take_frame();
+  };
+  Frame first = decode_one(frame_of(small));
+  const std::byte* block = first.segment(0).data();
+  dec.recycle(std::move(first));
+  const auto again = frame_of(small);
+  counting = true;
+  counted = 0;
+  Frame second = decode_one(again);
+  counting = false;
+  EXPECT_EQ(counted.load(), 0u);  // the recycled block
+  EXPECT_EQ(second.segment(0).data(), block);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), second.segment(0).begin()));
+  dec.recycle(std::move(second));
+  // Allocations while decoding `wire` (the wire itself is built before).
+  auto allocated_by = [&](const std::vector<std::byte>& wire) {
+    counting = true;
+    counted = 0;
+    Frame f = decode_one(wire);
+    counting = false;
+    return std::make_pair(counted.load(), std::move(f));
+  };
+  auto [n_big, larger] = allocated_by(frame_of(big));  // does not fit: a new block
+  EXPECT_GE(n_big, big.size());
+  ASSERT_EQ(larger.segment(0).size(), big.size());
+  EXPECT_TRUE(std::equal(big.begin(), big.end(), larger.segment(0).begin()));
+  Frame over = decode_one(frame_of(huge));
+  dec.recycle(std::move(over));  // past kRecycleMax: freed, not kept
+  auto [n_after, after] = allocated_by(frame_of(small));
+  EXPECT_GT(n_after, 0u);
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), after.segment(0).begin()));
 }
 
 TEST(FrameDecoderErrors, ErrorsHaveNames) {
