@@ -2,11 +2,11 @@
 // accepted connections to the loop that owns a peer (docs/messenger.md, Threading).
 #include "msg/messenger_front.h"
 
-#include <future>
 #include <limits>
 #include <utility>
 
 #include "msg/accept_router.h"
+#include "msg/loop_wait.h"
 #include "tcp/tcp_stream.h"
 
 namespace rmsg {
@@ -92,15 +92,7 @@ Messenger::Front::~Front() {
 }
 
 void Messenger::Front::wait_on(std::size_t i, const std::function<void()>& f) {
-  EventLoop& loop = *shards_[i].loop;
-  if (loop.in_loop_thread()) return f();
-  std::promise<void> done;
-  auto ready = done.get_future();
-  loop.post([&f, &done] {
-    f();
-    done.set_value();
-  });
-  ready.wait();
+  msg::wait_on_loop(*shards_[i].loop, f);
 }
 
 std::size_t Messenger::Front::owner(NodeId peer) const noexcept {

@@ -4,9 +4,9 @@
 #include "msg/rpc_front.h"
 
 #include <atomic>
-#include <future>
 #include <utility>
 
+#include "msg/loop_wait.h"
 #include "msg/rpc_seams.h"
 
 namespace rmsg {
@@ -116,15 +116,7 @@ RpcEndpoint::Front::~Front() {
 }
 
 void RpcEndpoint::Front::wait_on(std::size_t i, const std::function<void()>& f) {
-  EventLoop& loop = shards_[i]->loop_;
-  if (loop.in_loop_thread()) return f();
-  std::promise<void> done;
-  auto ready = done.get_future();
-  loop.post([&f, &done] {
-    f();
-    done.set_value();
-  });
-  ready.wait();
+  msg::wait_on_loop(shards_[i]->loop_, f);
 }
 
 void RpcEndpoint::Front::run_on(std::size_t i, std::function<void(Impl&)> f) {
