@@ -65,13 +65,11 @@ class ManagerStreams final : public StreamFactory {
 }  // namespace
 
 Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop) {
-  // A session reconnects (or fails over, or probes RDMA) right after its connection
-  // failed: the failed structure's teardown and the replacement's build must not hold the
-  // loop in the middle of that (docs/perf.md, Failover).
-  ConnectionManagerOptions options;
-  options.deferred_teardown = true;
-  options.spares = true;
-  auto cm = ConnectionManager::create(loop, options);
+  // ConnectionManagerOptions::deferred_teardown and spares would keep a failover's
+  // teardown and the probe's build off the switch (docs/perf.md, Failover), but are not
+  // turned on here yet: with them on, one CI run of the two-host test hung in
+  // rdma_destroy_id (rxe's wait for a DREQ that cannot leave), not yet explained.
+  auto cm = ConnectionManager::create(loop);
   if (!cm) return cm.error();
   return std::unique_ptr<StreamFactory>(std::make_unique<ManagerStreams>(std::move(cm).value()));
 }

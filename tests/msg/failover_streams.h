@@ -56,10 +56,8 @@ class TrackedStream final : public StreamImpl {
 class FailoverStreams final : public StreamFactory {
  public:
   explicit FailoverStreams(EventLoop& loop) : loop_(loop) {
-    ConnectionManagerOptions o;  // as the messenger's own manager (manager_streams.cc)
-    o.deferred_teardown = true;
-    o.spares = true;
-    cm_ = ConnectionManager::create(loop, o).value();
+    // As the messenger's own manager (manager_streams.cc): default options.
+    cm_ = ConnectionManager::create(loop).value();
   }
   ~FailoverStreams() override { *live_ = false; }
 
