@@ -1,10 +1,10 @@
 // Messenger::Impl's graceful shutdown (docs/messenger.md, Flow control): refuse new sends,
 // wait until every queue is acknowledged or the deadline passes, then close every
 // connection with a close frame and call done(). And the receiving side's pause.
-#include <atomic>
 #include <memory>
 #include <utility>
 
+#include "msg/front_sync.h"
 #include "msg/messenger_front.h"
 #include "msg/messenger_impl.h"
 
@@ -94,19 +94,9 @@ Result<Messenger::Ticket> MessengerAccess::send_while_draining(Messenger& m, Nod
 void Messenger::Front::drain(Clock::time_point deadline, std::function<void()> done) {
   draining_.store(true, std::memory_order_release);
   // Every shard drains on its own loop; the last one to finish runs done (on its loop).
-  struct Countdown {
-    std::atomic<std::size_t> left;
-    std::function<void()> done;
-  };
-  auto c = std::make_shared<Countdown>();
-  c->left.store(shards_.size());
-  c->done = std::move(done);
+  auto one_drained = msg::after_all(shards_.size(), std::move(done));
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [deadline, c](Shard& s) {
-      s.impl->drain(deadline, [c] {
-        if (c->left.fetch_sub(1, std::memory_order_acq_rel) == 1 && c->done) c->done();
-      });
-    });
+    run_on(i, [deadline, one_drained](Shard& s) { s.impl->drain(deadline, one_drained); });
   }
 }
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "msg/accept_router.h"
-#include "msg/loop_wait.h"
+#include "msg/front_sync.h"
 #include "tcp/tcp_stream.h"
 
 namespace rmsg {

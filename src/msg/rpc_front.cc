@@ -6,7 +6,7 @@
 #include <atomic>
 #include <utility>
 
-#include "msg/loop_wait.h"
+#include "msg/front_sync.h"
 #include "msg/rpc_seams.h"
 
 namespace rmsg {
@@ -161,23 +161,14 @@ void RpcEndpoint::Front::drain(Clock::time_point deadline, std::function<void()>
   for (auto& s : shards_) s->shut_ = true;
   // Every shard drains on its loop; after the last, the owned messenger drains its queues
   // (replies included) until the same deadline. One shared with other users is theirs.
-  struct Countdown {
-    std::atomic<std::size_t> left;
-    std::function<void()> done;
-  };
-  auto c = std::make_shared<Countdown>();
-  c->left.store(shards_.size());
-  c->done = std::move(done);
   Messenger* owned = owned_.get();  // alive while a shard is: the destructor closes them first
-  for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [deadline, c, owned](Impl& s) {
-      s.drain(deadline, [deadline, c, owned] {
-        if (c->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-        std::function<void()> d = std::move(c->done);
-        if (owned != nullptr) return owned->shutdown(deadline, std::move(d));
-        if (d) d();
+  auto one_drained =
+      msg::after_all(shards_.size(), [deadline, owned, done = std::move(done)]() mutable {
+        if (owned != nullptr) return owned->shutdown(deadline, std::move(done));
+        if (done) done();
       });
-    });
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    run_on(i, [deadline, one_drained](Impl& s) { s.drain(deadline, one_drained); });
   }
 }
 

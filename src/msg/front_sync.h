@@ -1,0 +1,45 @@
+// What the fronts over N loops (Messenger::Front, RpcEndpoint::Front) share to act on
+// every shard: wait for one loop to run something, and join N completions into one.
+//
+// Threading: any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <future>
+#include <memory>
+
+#include "rmsg/event_loop.h"
+
+namespace rmsg::msg {
+
+// Runs `f` on `loop`'s thread and returns when it has run: at once when called there,
+// else posted while the caller blocks (the loop must be running, or this waits for ever).
+inline void wait_on_loop(EventLoop& loop, const std::function<void()>& f) {
+  if (loop.in_loop_thread()) return f();
+  std::promise<void> done;
+  auto ready = done.get_future();
+  loop.post([&f, &done] {
+    f();
+    done.set_value();
+  });
+  ready.wait();
+}
+
+// A callback that, called `n` times (from any threads), runs `done` on the last call, on
+// that caller's thread. `n` must not be 0.
+inline std::function<void()> after_all(std::size_t n, std::function<void()> done) {
+  struct Countdown {
+    std::atomic<std::size_t> left;
+    std::function<void()> done;
+  };
+  auto c = std::make_shared<Countdown>();
+  c->left.store(n);
+  c->done = std::move(done);
+  return [c] {
+    if (c->left.fetch_sub(1, std::memory_order_acq_rel) == 1 && c->done) c->done();
+  };
+}
+
+}  // namespace rmsg::msg
