@@ -34,9 +34,7 @@ class Admission {
     const std::lock_guard lock(mu_);
     auto& b = sessions_[peer];
     if (!b) {
-      b = std::make_unique<QueueBudget>();
-      b->max_messages = session_limits_.max_messages;
-      b->max_bytes = session_limits_.max_bytes;
+      b = std::make_unique<QueueBudget>(session_limits_.max_messages, session_limits_.max_bytes);
     }
     return *b;
   }

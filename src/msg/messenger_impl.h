@@ -268,6 +268,11 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
                    counters_.counter("msg.acks_received"),
                    counters_.counter("msg.replayed"),
                    counters_.counter("msg.sent")};
+  // When the message being dispatched was read (its connection's last_rx): RPC's stand-in
+  // for now during the dispatch callback (rpc_impl.h), which spares it a clock read.
+  Clock::time_point dispatch_rx_{};
+  // Acknowledged payloads for the next messages (before sessions_: it outlives their queues).
+  msg::PayloadPool pool_;
   std::shared_ptr<msg::Admission> admission_;
   msg::QueueLimits limits_;
   msg::AckPolicy ack_policy_;

@@ -141,6 +141,7 @@ void OutQueue::drop_front() {
   if (partial_[l] == m.seq) partial_[l] = 0;
   bytes_ -= m.payload.size();
   acked_ = m.seq;
+  if (pool_ != nullptr) pool_->give(std::move(m.payload));
   q_.pop_front();
   for (const Lane lane : {Lane::priority, Lane::bulk}) {
     std::size_t& cursor = cursor_[lane_index(lane)];

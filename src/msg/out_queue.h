@@ -28,6 +28,7 @@
 // Threading: none (the messenger's loop thread owns it).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstddef>
@@ -37,6 +38,7 @@
 #include <span>
 #include <vector>
 
+#include "msg/payload_pool.h"
 #include "msg/seq.h"
 #include "rmsg/result.h"
 
@@ -59,33 +61,53 @@ inline constexpr std::size_t kLanes = 2;
 // refused reservation, on whatever thread, sets `refused` on the peer's budget (and counts
 // the peer in the total's `refused_queues`); the session's loop ends the episode
 // (OutQueue::take_writable) once both budgets are at or below half their bounds.
+//
+// Messages and bytes share one atomic word (the count in the top 24 bits, the bytes in the
+// low 40), so a reservation or a release is one read-modify-write, not two. Bounds above
+// kMaxMessages or kMaxBytes act as those; the word cannot carry from bytes into the count
+// while fewer than 240 reservations of at most 4 GiB (the messenger's largest message) race
+// on one budget.
 struct QueueBudget {
+  static constexpr unsigned kByteBits = 40;
+  static constexpr std::uint64_t kOneMessage = std::uint64_t{1} << kByteBits;
+  static constexpr std::uint64_t kByteMask = kOneMessage - 1;
+  static constexpr std::size_t kMaxMessages = std::size_t{1} << 23;
+  static constexpr std::size_t kMaxBytes = std::size_t{1} << 36;
+
+  QueueBudget() noexcept = default;
+  QueueBudget(std::size_t message_bound, std::size_t byte_bound) noexcept
+      : max_messages(std::min(message_bound, kMaxMessages)),
+        max_bytes(std::min(byte_bound, kMaxBytes)) {}
+
   std::size_t max_messages = 0;
   std::size_t max_bytes = 0;
-  std::atomic<std::size_t> messages{0};
-  std::atomic<std::size_t> bytes{0};
+  std::atomic<std::uint64_t> used{0};          // messages << kByteBits | bytes
   std::atomic<bool> refused{false};            // a peer's budget: in a refusal episode
   std::atomic<std::size_t> refused_queues{0};  // the total: peers in a refusal episode
+
+  std::size_t messages() const noexcept {
+    return static_cast<std::size_t>(used.load(std::memory_order_relaxed) >> kByteBits);
+  }
+  std::size_t bytes() const noexcept {
+    return static_cast<std::size_t>(used.load(std::memory_order_relaxed) & kByteMask);
+  }
   // Takes one message of n bytes; false (nothing taken) when it does not fit.
   bool try_reserve(std::size_t n) noexcept {
-    if (messages.fetch_add(1, std::memory_order_relaxed) + 1 > max_messages) {
-      messages.fetch_sub(1, std::memory_order_relaxed);
-      return false;
-    }
-    if (n > max_bytes || bytes.fetch_add(n, std::memory_order_relaxed) > max_bytes - n) {
-      if (n <= max_bytes) bytes.fetch_sub(n, std::memory_order_relaxed);
-      messages.fetch_sub(1, std::memory_order_relaxed);
+    if (n > max_bytes) return false;
+    const std::uint64_t add = kOneMessage + n;
+    const std::uint64_t now = used.fetch_add(add, std::memory_order_relaxed) + add;
+    if ((now >> kByteBits) > max_messages || (now & kByteMask) > max_bytes) {
+      used.fetch_sub(add, std::memory_order_relaxed);
       return false;
     }
     return true;
   }
   void release(std::size_t count, std::size_t n) noexcept {
-    messages.fetch_sub(count, std::memory_order_relaxed);
-    bytes.fetch_sub(n, std::memory_order_relaxed);
+    used.fetch_sub(count * kOneMessage + n, std::memory_order_relaxed);
   }
   bool below_half() const noexcept {
-    return messages.load(std::memory_order_relaxed) <= max_messages / 2 &&
-           bytes.load(std::memory_order_relaxed) <= max_bytes / 2;
+    const std::uint64_t u = used.load(std::memory_order_relaxed);
+    return (u >> kByteBits) <= max_messages / 2 && (u & kByteMask) <= max_bytes / 2;
   }
 };
 
@@ -145,11 +167,15 @@ class OutQueue {
   // session object; else the queue keeps its own from `limits`) must outlive the queue,
   // which returns its share of both on destruction and in take_all() (and ends a refusal
   // episode on destruction: the session's next queue starts empty).
-  OutQueue(const QueueLimits& limits, QueueBudget& budget, QueueBudget* session = nullptr) noexcept
+  // `pool` (the shard's, optional; it must outlive the queue) gets the payloads the peer
+  // acknowledged.
+  OutQueue(const QueueLimits& limits, QueueBudget& budget, QueueBudget* session = nullptr,
+           PayloadPool* pool = nullptr) noexcept
       : limits_(limits),
         budget_(&budget),
         own_{limits.max_messages, limits.max_bytes},
-        session_(session != nullptr ? session : &own_) {}
+        session_(session != nullptr ? session : &own_),
+        pool_(pool) {}
   OutQueue(const OutQueue&) = delete;
   OutQueue& operator=(const OutQueue&) = delete;
   OutQueue(OutQueue&&) = delete;
@@ -218,6 +244,7 @@ class OutQueue {
   QueueBudget* budget_;
   QueueBudget own_;
   QueueBudget* session_;
+  PayloadPool* pool_;
   std::deque<OutMessage> q_;
   std::array<std::size_t, kLanes> cursor_{};  // per lane: index of the next message to start
   std::array<Seq, kLanes> partial_{};         // per lane: the message partly written (0: none)

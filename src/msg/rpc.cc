@@ -58,6 +58,10 @@ void RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
   messenger_ = &messenger;
   messenger_front_ = &MessengerAccess::front(messenger);
   service_ = service;
+  // Shard i of the endpoint is on the loop of the messenger's shard i (rpc_front.cc).
+  Messenger::Impl& shard = *messenger_front_->shards_[id_index_].impl;
+  rx_time_ = &shard.dispatch_rx_;
+  pool_ = &shard.pool_;
 }
 
 void RpcEndpoint::Impl::close() {
@@ -71,8 +75,8 @@ void RpcEndpoint::Impl::close() {
   draining_ = false;
   drain_done_ = {};
   // Their answers, from any thread, find the shard closed and are dropped.
-  for (auto& [key, weak] : pending_) {
-    if (auto st = weak.lock()) st->cancelled = true;
+  for (auto& [key, p] : pending_) {
+    if (auto st = p.weak.lock()) st->cancelled = true;
   }
   pending_.clear();
   messenger_ = nullptr;
@@ -122,15 +126,21 @@ void RpcEndpoint::Impl::on_event(SessionEvent event) {
 void RpcEndpoint::Impl::drop_pending(NodeId peer) {
   auto it = pending_.lower_bound({peer, 0});
   while (it != pending_.end() && it->first.first == peer) {
-    if (auto st = it->second.lock()) st->cancelled = true;
+    if (auto st = it->second.weak.lock()) st->cancelled = true;
     it = pending_.erase(it);
     count_pending(peer, -1);
   }
 }
 
-RpcEndpoint::Impl::PeerCounters& RpcEndpoint::Impl::peer_counters(NodeId node) {
+RpcEndpoint::Impl::PeerCounters& RpcEndpoint::Impl::find_peer(NodeId node) {
   auto it = peers_.find(node);
-  if (it != peers_.end()) return it->second;
+  if (it == peers_.end()) it = peers_.emplace(node, make_peer(node)).first;
+  peer_cache_id_ = node;
+  peer_cache_ = &it->second;  // an entry stays where it is (peers_ never erases)
+  return it->second;
+}
+
+RpcEndpoint::Impl::PeerCounters RpcEndpoint::Impl::make_peer(NodeId node) {
   const std::string p = "rpc.peer." + std::to_string(node) + ".";
   PeerCounters c;
   c.calls = &counters_.counter(p + "calls");
@@ -142,7 +152,7 @@ RpcEndpoint::Impl::PeerCounters& RpcEndpoint::Impl::peer_counters(NodeId node) {
   c.oneway_sent = &counters_.counter(p + "oneway_sent");
   c.oneway_received = &counters_.counter(p + "oneway_received");
   c.latency = &counters_.histogram(p + "call_ns");
-  return peers_.emplace(node, c).first->second;
+  return c;
 }
 
 std::optional<RpcPeerStats> RpcEndpoint::Impl::peer_stats(NodeId node) const {

@@ -65,14 +65,7 @@ void RpcEndpoint::Impl::adopt(CallId id, NodeId peer, Messenger::Ticket ticket,
   c.start = start;
   c.deadline = deadline;
   c.done = std::move(done);
-  calls_.emplace(id, std::move(c));
-  deadlines_.push({deadline, id}, calls_.size(), [this](auto add) {
-    for (const auto& [cid, call] : calls_) add({call.deadline, cid});
-  });
-  arm_deadline_timer();
-  PeerCounters& pc = peer_counters(peer);
-  pc.calls->add_owned();
-  ++pc.outstanding;
+  insert_call(id, std::move(c));
   // Its calls failed meanwhile (shutdown(), a drain that ended, close()): so does this one
   // (its request is withdrawn). During a drain it is drained like the others.
   if (calls_failed_) {

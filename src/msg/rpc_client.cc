@@ -46,7 +46,7 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.word = method;
   h.id = id;
   h.budget_us = budget_us(options.deadline - now);
-  auto bytes = msg::encode_rpc(h, body);
+  auto bytes = encode(h, body);
   const auto lane = lane_for(bytes.size());
   auto ticket = messenger_->send_tracked(peer, std::move(bytes), lane);
   if (!ticket) {
@@ -59,26 +59,45 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   c.start = now;
   c.deadline = options.deadline;
   c.done = std::move(done);
-  calls_.emplace(id, std::move(c));
-  deadlines_.push({options.deadline, id}, calls_.size(), [this](auto add) {
+  insert_call(id, std::move(c));
+  return id;
+}
+
+void RpcEndpoint::Impl::insert_call(CallId id, Call c) {
+  PeerCounters& pc = peer_counters(c.peer);
+  c.counters = &pc;
+  const Clock::time_point deadline = c.deadline;
+  if (spare_calls_.empty()) {
+    calls_.emplace(id, std::move(c));
+  } else {
+    Calls::node_type node = std::move(spare_calls_.back());
+    spare_calls_.pop_back();
+    node.key() = id;
+    node.mapped() = std::move(c);
+    calls_.insert(std::move(node));
+  }
+  deadlines_.push({deadline, id}, calls_.size(), [this](auto add) {
     for (const auto& [cid, call] : calls_) add({call.deadline, cid});
   });
   arm_deadline_timer();
-  PeerCounters& pc = peer_counters(peer);
   pc.calls->add_owned();
   ++pc.outstanding;
-  return id;
 }
 
 void RpcEndpoint::Impl::complete(CallId id, RpcResponse response) {
   auto it = calls_.find(id);
-  if (it == calls_.end()) return;
-  Call c = std::move(it->second);
-  calls_.erase(it);  // its deadline entry goes stale (the queue skips it)
+  if (it != calls_.end()) complete(it, std::move(response), loop_.now());
+}
+
+void RpcEndpoint::Impl::complete(Calls::iterator it, RpcResponse response, Clock::time_point end) {
+  // Its deadline entry goes stale (the queue skips it); its node serves the next call.
+  Calls::node_type node = calls_.extract(it);
+  Call c = std::move(node.mapped());
+  if (spare_calls_.size() < kSpareNodes) spare_calls_.push_back(std::move(node));
   --outstanding_;
   check_drained();
-  response.latency = loop_.now() - c.start;
-  PeerCounters& pc = peer_counters(c.peer);
+  response.latency = end - c.start;
+  PeerCounters& pc = *c.counters;
   --pc.outstanding;
   if (!response.error) {
     pc.ok->add_owned();
@@ -102,8 +121,9 @@ void RpcEndpoint::Impl::on_reply(NodeId from, const msg::RpcHeader& h,
   RpcResponse r;
   if (h.status != msg::RpcStatus::ok) r.error = make_error_code(errc_of(h.status));
   r.app_code = h.word;
+  r.body = pool_->take();
   r.body.assign(body.begin(), body.end());
-  complete(h.id, std::move(r));
+  complete(it, std::move(r), *rx_time_);  // when the reply was read stands for now
 }
 
 void RpcEndpoint::Impl::arm_deadline_timer() {
@@ -154,7 +174,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
   msg::RpcHeader h;
   h.kind = msg::RpcKind::cancel;
   h.id = id;
-  if (!messenger_->send(peer, msg::encode_rpc(h, {}),
+  if (!messenger_->send(peer, encode(h, {}),
                         {.lane = Messenger::Lane::priority, .service = service_})) {
     counters_.counter("rpc.cancel_not_sent").add();
   }
@@ -173,10 +193,11 @@ Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
   msg::RpcHeader h;
   h.kind = msg::RpcKind::oneway;
   h.word = method;
-  auto bytes = msg::encode_rpc(h, body);
+  const bool here = loop_.in_loop_thread();
+  auto bytes = here ? encode(h, body) : msg::encode_rpc(h, body);
   const auto lane = lane_for(bytes.size());
   RMSG_TRY(messenger_->send(peer, std::move(bytes), lane));  // any thread
-  if (loop_.in_loop_thread()) {
+  if (here) {
     peer_counters(peer).oneway_sent->add_owned();
     return {};
   }

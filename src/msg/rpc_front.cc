@@ -29,9 +29,11 @@ void RpcEndpoint::Front::make_shards(std::span<EventLoop* const> loops, const Rp
 
 Messenger::DispatchCallback RpcEndpoint::Front::dispatch() {
   if (shards_.size() == 1) {
-    std::weak_ptr<Impl> weak = shards_[0];
-    return [weak](NodeId from, std::span<const std::byte> payload) {
-      if (auto self = weak.lock()) self->on_message(from, payload);
+    // Held, not locked per message (two atomic operations each): the shard lives as long
+    // as the messenger keeps this callback, and ignores messages once closed.
+    std::shared_ptr<Impl> shard = shards_[0];
+    return [shard](NodeId from, std::span<const std::byte> payload) {
+      shard->on_message(from, payload);
     };
   }
   // Runs on the loop that owns `from` (the messenger dispatches on the session's loop).
@@ -139,14 +141,14 @@ void RpcEndpoint::Front::handle(std::uint32_t method, const Handler& handler,
                                 MethodOptions options) {
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     run_on(i, [method, handler, options](Impl& s) {
-      s.methods_[method] = Impl::Method{handler, options};
+      s.set_method(method, Impl::Method{handler, options});
     });
   }
 }
 
 void RpcEndpoint::Front::handle_oneway(std::uint32_t method, const OnewayHandler& handler) {
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [method, handler](Impl& s) { s.oneway_[method] = handler; });
+    run_on(i, [method, handler](Impl& s) { s.set_oneway(method, handler); });
   }
 }
 

@@ -5,9 +5,11 @@
 // the peers its loop owns (Messenger::loop_of): their calls, requests and counters.
 //
 // Lifetime: the Front holds the shards; the messenger's callbacks, timers, posted tasks
-// and responders hold weak_ptrs, so nothing runs on a destroyed shard, and close() (on the
-// shard's loop, before the Front lets go) leaves it inert: messages, events and answers
-// that still reach it are dropped. A closed shard may be destroyed on any thread.
+// and responders hold weak_ptrs (the one-loop message callback a shared_ptr: the shard then
+// lives until the messenger lets go of it), so nothing runs on a destroyed shard, and
+// close() (on the shard's loop, before the Front lets go) leaves it inert: messages, events
+// and answers that still reach it are dropped. A closed shard may be destroyed on any
+// thread.
 //
 // Threading: the shard's loop thread, but for what is marked any-thread (the atomics,
 // call_afar, take_slot, answer, and the constants).
@@ -19,7 +21,9 @@
 #include <memory>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include "msg/payload_pool.h"
 #include "msg/rpc_deadlines.h"
 #include "msg/rpc_dedupe.h"
 #include "msg/rpc_wire.h"
@@ -39,13 +43,16 @@ struct RpcResponder::State {
 
 class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl> {
  public:
+  struct PeerCounters;
   struct Call {
     NodeId peer = 0;
+    PeerCounters* counters = nullptr;  // peer's (peers_ never lets go of an entry)
     Messenger::Ticket ticket;
     Clock::time_point start{};
     Clock::time_point deadline{};
     CallCallback done;
   };
+  using Calls = std::unordered_map<CallId, Call>;
   struct PeerCounters {
     Counter* calls = nullptr;
     Counter* ok = nullptr;
@@ -64,6 +71,13 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     Handler handler;
     MethodOptions options;
   };
+  // A request's responder while it is pending: `state` identifies it without locking
+  // `weak` (make_shared: the block, and so the address, stays taken while `weak` lives).
+  struct Pending {
+    const RpcResponder::State* state = nullptr;
+    std::weak_ptr<RpcResponder::State> weak;
+  };
+  using PendingMap = std::map<msg::DedupeTable::Key, Pending>;
 
   // What the shards of one endpoint share (any thread): the counters (per-peer ones are
   // written by the peer's shard only; the endpoint-wide ones with atomic adds) and the
@@ -95,8 +109,18 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void on_event(SessionEvent event);
   void drop_pending(NodeId peer);
   // A pending request of `peer` began (+1) or ended (-1): pauses or resumes reading it.
-  void count_pending(NodeId peer, int delta);
-  PeerCounters& peer_counters(NodeId node);
+  // Returns the peer's counters.
+  PeerCounters& count_pending(NodeId peer, int delta);
+  // The peer's counters (made on first use; one-entry cache in front of the map).
+  PeerCounters& peer_counters(NodeId node) {
+    return node == peer_cache_id_ && peer_cache_ != nullptr ? *peer_cache_ : find_peer(node);
+  }
+  PeerCounters& find_peer(NodeId node);
+  PeerCounters make_peer(NodeId node);
+  // handle(), handle_oneway() on this shard's loop: a handler replaced while one runs is
+  // kept until the outermost returns (so a request costs no copy of its handler).
+  void set_method(std::uint32_t method, Method m);
+  void set_oneway(std::uint32_t method, OnewayHandler h);
   std::optional<RpcPeerStats> peer_stats(NodeId node) const;
 
   // rpc_client.cc
@@ -125,7 +149,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void on_deadline(CallId id);
   void arm_deadline_timer();  // at the earliest deadline queued, if earlier than armed
   void deadlines_due();
-  void complete(CallId id, RpcResponse response);
+  void complete(CallId id, RpcResponse response);  // latency: until now
+  void complete(Calls::iterator it, RpcResponse response, Clock::time_point end);
+  // calls_.emplace without an allocation when a completed call left its node behind.
+  void insert_call(CallId id, Call c);
   void fail_calls(NodeId peer, std::error_code why);  // peer 0: every call
   void shutdown();
   // rpc_drain.cc: the graceful shutdown.
@@ -142,8 +169,29 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
             .service = service_};
   }
 
+  // An RPC message (header and body) in a buffer of the messenger shard's pool (the
+  // loop's thread only).
+  std::vector<std::byte> encode(const msg::RpcHeader& h, std::span<const std::byte> body) {
+    std::vector<std::byte> out = pool_->take();
+    msg::encode_rpc_to(h, body, out);
+    return out;
+  }
+
   // rpc_server.cc
   void on_request(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
+  // pending_[key] = state, in a spare node when there is one.
+  void add_pending(const msg::DedupeTable::Key& key,
+                   const std::shared_ptr<RpcResponder::State>& state);
+  // Counts a handler running (handlers_running_); the outermost's end frees the retired.
+  struct Running {
+    explicit Running(Impl& impl) noexcept : impl_(impl) { ++impl_.handlers_running_; }
+    Running(const Running&) = delete;
+    Running& operator=(const Running&) = delete;
+    Running(Running&&) = delete;
+    Running& operator=(Running&&) = delete;
+    ~Running();
+    Impl& impl_;
+  };
   void on_cancel(NodeId from, CallId id);
   void on_oneway(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
   void finish(RpcResponder::State& state, msg::RpcStatus status, std::uint32_t code,
@@ -161,7 +209,12 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   CounterSet& counters_;  // shared_'s
   const CallId id_index_;
   const CallId id_stride_;
-  std::unordered_map<CallId, Call> calls_;
+  Calls calls_;
+  // Nodes of completed calls (and of answered requests' pending_ entries) for the next
+  // ones: a call at depth 1 allocates nothing of the endpoint's (kSpareNodes each).
+  static constexpr std::size_t kSpareNodes = 64;
+  std::vector<Calls::node_type> spare_calls_;
+  std::vector<PendingMap::node_type> spare_pending_;
   msg::DeadlineQueue deadlines_;  // one timer for every call's deadline
   TimerId deadline_timer_ = 0;
   Clock::time_point deadline_armed_ = Clock::time_point::max();
@@ -169,11 +222,22 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // on their way to them: shared_'s), shut_.
   std::atomic<CallId> next_id_;
   std::atomic<std::size_t>& outstanding_;
-  std::unordered_map<std::uint32_t, Method> methods_;
-  std::unordered_map<std::uint32_t, OnewayHandler> oneway_;
-  std::map<msg::DedupeTable::Key, std::weak_ptr<RpcResponder::State>> pending_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<const Method>> methods_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<const OnewayHandler>> oneway_;
+  // Handlers running (a count: one may run inside another, e.g. one that drives the loop)
+  // and those replaced meanwhile.
+  int handlers_running_ = 0;
+  std::vector<std::unique_ptr<const Method>> retired_methods_;
+  std::vector<std::unique_ptr<const OnewayHandler>> retired_oneway_;
+  PendingMap pending_;
   msg::DedupeTable dedupe_;
   std::unordered_map<NodeId, PeerCounters> peers_;
+  NodeId peer_cache_id_ = 0;
+  PeerCounters* peer_cache_ = nullptr;
+  // The messenger shard's (same loop), set by start(): when the message being dispatched
+  // was read (stands for now: a request's deadline, a reply's latency), and its buffers.
+  const Clock::time_point* rx_time_ = nullptr;
+  msg::PayloadPool* pool_ = nullptr;
   std::atomic<bool> shut_{false};
   bool calls_failed_ = false;  // every call failed for good (shutdown, a drain's end, close)
   bool draining_ = false;

@@ -17,7 +17,7 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
     return send_reply(from, h.id, msg::RpcStatus::timeout, 0, {}, false);
   }
   auto m = methods_.find(h.word);
-  if (m == methods_.end()) {
+  if (m == methods_.end() || !m->second) {
     counters_.counter("rpc.server.unknown_method").add();
     return send_reply(from, h.id, msg::RpcStatus::unknown_method, 0, {}, false);
   }
@@ -25,7 +25,8 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
     counters_.counter("rpc.server.too_large").add();
     return send_reply(from, h.id, msg::RpcStatus::too_large, 0, {}, false);
   }
-  const bool dedupe = m->second.options.dedupe;
+  const Method& method = *m->second;
+  const bool dedupe = method.options.dedupe;
   if (dedupe) {
     if (const auto* stored = dedupe_.find(key)) {
       counters_.counter("rpc.server.dedupe_hits").add();
@@ -46,33 +47,70 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   state->peer = from;
   state->id = h.id;
   state->dedupe = dedupe;
-  pending_[key] = state;
-  count_pending(from, +1);
+  add_pending(key, state);
+  PeerCounters& pc = count_pending(from, +1);
   RpcRequest req;
   req.from = from;
   req.id = h.id;
   req.method = h.word;
   req.body = body;
   if (h.budget_us != msg::kNoBudget) {
-    req.deadline = loop_.now() + std::chrono::microseconds(h.budget_us);
+    // From when the request was read (stands for now: no clock read).
+    req.deadline = *rx_time_ + std::chrono::microseconds(h.budget_us);
   }
-  peer_counters(from).served->add_owned();
-  // Copy the handler: it may replace itself (handle()) while it runs.
-  Handler handler = m->second.handler;
-  handler(req, RpcResponder(std::move(state)));
+  pc.served->add_owned();
+  // The handler may replace itself (handle()) while it runs: set_method keeps it.
+  const Running running(*this);
+  method.handler(req, RpcResponder(std::move(state)));
+}
+
+void RpcEndpoint::Impl::add_pending(const msg::DedupeTable::Key& key,
+                                    const std::shared_ptr<RpcResponder::State>& state) {
+  auto it = pending_.lower_bound(key);
+  if (it != pending_.end() && it->first == key) {
+    it->second = Pending{state.get(), state};  // the same id again (its old one is not told)
+    return;
+  }
+  if (spare_pending_.empty()) {
+    pending_.emplace_hint(it, key, Pending{state.get(), state});
+    return;
+  }
+  PendingMap::node_type node = std::move(spare_pending_.back());
+  spare_pending_.pop_back();
+  node.key() = key;
+  node.mapped() = Pending{state.get(), state};
+  pending_.insert(it, std::move(node));
+}
+
+void RpcEndpoint::Impl::set_method(std::uint32_t method, Method m) {
+  auto& slot = methods_[method];
+  if (slot && handlers_running_ > 0) retired_methods_.push_back(std::move(slot));
+  slot = std::make_unique<const Method>(std::move(m));
+}
+
+void RpcEndpoint::Impl::set_oneway(std::uint32_t method, OnewayHandler h) {
+  auto& slot = oneway_[method];
+  if (slot && handlers_running_ > 0) retired_oneway_.push_back(std::move(slot));
+  slot = std::make_unique<const OnewayHandler>(std::move(h));
+}
+
+RpcEndpoint::Impl::Running::~Running() {
+  if (--impl_.handlers_running_ != 0) return;
+  impl_.retired_methods_.clear();
+  impl_.retired_oneway_.clear();
 }
 
 void RpcEndpoint::Impl::on_cancel(NodeId from, CallId id) {
   auto it = pending_.find({from, id});
   if (it == pending_.end()) return;
-  if (auto st = it->second.lock()) st->cancelled = true;
+  if (auto st = it->second.weak.lock()) st->cancelled = true;
   counters_.counter("rpc.server.cancelled").add();
 }
 
 void RpcEndpoint::Impl::on_oneway(NodeId from, const msg::RpcHeader& h,
                                   std::span<const std::byte> body) {
   auto it = oneway_.find(h.word);
-  if (it == oneway_.end()) {
+  if (it == oneway_.end() || !it->second) {
     counters_.counter("rpc.server.unknown_oneway").add();
     return;
   }
@@ -81,8 +119,8 @@ void RpcEndpoint::Impl::on_oneway(NodeId from, const msg::RpcHeader& h,
   req.from = from;
   req.method = h.word;
   req.body = body;
-  OnewayHandler handler = it->second;
-  handler(req);
+  const Running running(*this);  // the handler may replace itself (set_oneway keeps it)
+  (*it->second)(req);
 }
 
 void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status,
@@ -90,8 +128,10 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
   if (closed()) return;  // the endpoint went: the reply is dropped
   // Only this state's own entry: after a reset a new request may hold the same key.
   if (auto it = pending_.find({state.peer, state.id});
-      it != pending_.end() && it->second.lock().get() == &state) {
-    pending_.erase(it);
+      it != pending_.end() && it->second.state == &state) {
+    PendingMap::node_type node = pending_.extract(it);
+    node.mapped() = {};
+    if (spare_pending_.size() < kSpareNodes) spare_pending_.push_back(std::move(node));
     count_pending(state.peer, -1);
     check_drained();
   }
@@ -102,15 +142,16 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
   send_reply(state.peer, state.id, status, code, body, state.dedupe);
 }
 
-void RpcEndpoint::Impl::count_pending(NodeId peer, int delta) {
+RpcEndpoint::Impl::PeerCounters& RpcEndpoint::Impl::count_pending(NodeId peer, int delta) {
   PeerCounters& pc = peer_counters(peer);
   pc.pending = delta > 0 ? pc.pending + 1 : pc.pending - 1;
   const std::size_t max = options_.max_pending_requests;
   const bool pause = max != 0 && pc.pending >= max;
-  if (pause == pc.paused || messenger_ == nullptr) return;
+  if (pause == pc.paused || messenger_ == nullptr) return pc;
   pc.paused = pause;
   if (pause) counters_.counter("rpc.server.read_paused").add();
   MessengerAccess::set_paused(*messenger_, peer, pause);
+  return pc;
 }
 
 void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,
@@ -120,7 +161,7 @@ void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, 
   h.status = status;
   h.word = code;
   h.id = id;
-  auto bytes = msg::encode_rpc(h, body);
+  auto bytes = encode(h, body);  // finish() runs on the loop
   if (dedupe) dedupe_.put({to, id}, bytes);
   const auto lane = lane_for(bytes.size());
   // Replies go out during the messenger's drain too (a request that arrives meanwhile is

@@ -1,7 +1,5 @@
 #include "msg/rpc_wire.h"
 
-#include <cstring>
-
 #include "msg/frame_bytes.h"
 
 namespace rmsg::msg {
@@ -19,9 +17,18 @@ T get(const std::byte* at) noexcept {
 }  // namespace
 
 std::vector<std::byte> encode_rpc(const RpcHeader& h, std::span<const std::byte> body) {
-  std::vector<std::byte> out(RpcHeader::kSize + body.size());
+  std::vector<std::byte> out;
+  encode_rpc_to(h, body, out);
+  return out;
+}
+
+void encode_rpc_to(const RpcHeader& h, std::span<const std::byte> body,
+                   std::vector<std::byte>& out) {
+  out.clear();
+  out.reserve(RpcHeader::kSize + body.size());
+  out.resize(RpcHeader::kSize);
   std::byte* p = out.data();
-  if (p == nullptr) return out;  // never (size >= kSize): keeps GCC -O3 -Wnull-dereference quiet
+  if (p == nullptr) return;  // never (size >= kSize): keeps GCC -O3 -Wnull-dereference quiet
   p[0] = static_cast<std::byte>(h.kind);
   p[1] = static_cast<std::byte>(h.flags);
   p[2] = static_cast<std::byte>(h.status);
@@ -29,8 +36,7 @@ std::vector<std::byte> encode_rpc(const RpcHeader& h, std::span<const std::byte>
   put<std::uint32_t>(p + 4, h.word);
   put<std::uint64_t>(p + 8, h.id);
   put<std::uint64_t>(p + 16, h.budget_us);
-  if (!body.empty()) std::memcpy(p + RpcHeader::kSize, body.data(), body.size());
-  return out;
+  out.insert(out.end(), body.begin(), body.end());
 }
 
 std::optional<RpcHeader> decode_rpc(std::span<const std::byte> payload) noexcept {

@@ -39,6 +39,9 @@ struct RpcHeader {
 
 // The header followed by `body` (one allocation).
 std::vector<std::byte> encode_rpc(const RpcHeader& h, std::span<const std::byte> body);
+// The same into `out` (its contents replaced, its capacity reused: a pooled buffer).
+void encode_rpc_to(const RpcHeader& h, std::span<const std::byte> body,
+                   std::vector<std::byte>& out);
 // Null for a payload that is not a well-formed RPC message (too short, unknown kind or
 // status, a non-zero reserved byte).
 std::optional<RpcHeader> decode_rpc(std::span<const std::byte> payload) noexcept;

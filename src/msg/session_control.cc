@@ -29,8 +29,8 @@ Session& Messenger::Impl::session_for(NodeId peer) {
   auto pol = policies_.find(peer);
   s->policy = pol == policies_.end() ? options_.default_policy : pol->second;
   s->my_cookie = new_cookie();
-  s->out =
-      std::make_unique<msg::OutQueue>(limits_, admission_->total(), &admission_->session(peer));
+  s->out = std::make_unique<msg::OutQueue>(limits_, admission_->total(), &admission_->session(peer),
+                                           &pool_);
   s->fo.probe_backoff = msg::Backoff(probe_policy_);
   counters_.counter("msg.sessions").add_owned();
   Session& ref = *s;
@@ -42,8 +42,8 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
   msg::Handback h = s.out->take_all();
   // The old queue's end (below) ends a refusal episode: the new one starts empty.
   const bool refused = s.out->refused();
-  s.out =
-      std::make_unique<msg::OutQueue>(limits_, admission_->total(), &admission_->session(s.peer));
+  s.out = std::make_unique<msg::OutQueue>(limits_, admission_->total(),
+                                          &admission_->session(s.peer), &pool_);
   s.in = msg::InState(ack_policy_);
   s.my_cookie = new_cookie();
   s.peer_cookie = 0;

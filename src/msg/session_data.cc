@@ -63,6 +63,7 @@ void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, std::uint
   // A message in pieces leaves the connection's buffer first: the callback may close the
   // connection.
   const std::vector<std::byte> whole = c.reasm->take_buffer();
+  dispatch_rx_ = c.last_rx;
   dispatch_(peer, service, whole.empty() ? f.segment(1) : std::span<const std::byte>(whole));
   hot_.delivered.add_owned();
   // The callback may have dropped the session or this connection (a send from it can fail

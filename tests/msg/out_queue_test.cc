@@ -38,7 +38,7 @@ TEST(OutQueue, SequenceNumbersStartAtOneAndStayOnReplay) {
   ASSERT_TRUE(q.ack(1).ok());  // the peer had 1 (reconnect's msg_seq)
   ASSERT_EQ(q.next()->seq, 2u);
   EXPECT_EQ(q.size(), 2u);
-  EXPECT_EQ(budget.messages, 2u);
+  EXPECT_EQ(budget.messages(), 2u);
 }
 
 TEST(OutQueue, AckDropsFrontAndRejectsTheFuture) {
@@ -52,13 +52,13 @@ TEST(OutQueue, AckDropsFrontAndRejectsTheFuture) {
   EXPECT_EQ(q.size(), 2u);
   EXPECT_EQ(q.in_flight(), 2u);
   EXPECT_EQ(q.acked(), 3u);
-  EXPECT_EQ(budget.bytes, 20u);
+  EXPECT_EQ(budget.bytes(), 20u);
   EXPECT_TRUE(q.ack(2).ok());  // older: no change
   EXPECT_EQ(q.size(), 2u);
   EXPECT_TRUE(q.ack(6).is(Errc::protocol_error));  // 6 was never written
   EXPECT_TRUE(q.ack(5).ok());
   EXPECT_EQ(q.size(), 0u);
-  EXPECT_EQ(budget.messages, 0u);
+  EXPECT_EQ(budget.messages(), 0u);
 }
 
 TEST(OutQueue, SessionAndMessengerBoundsRefuse) {
@@ -71,7 +71,7 @@ TEST(OutQueue, SessionAndMessengerBoundsRefuse) {
   EXPECT_TRUE(a.push(bytes(10)).is(Errc::resource_exhausted));  // session count
   EXPECT_TRUE(b.push(bytes(10)).ok());
   EXPECT_TRUE(b.push(bytes(10)).is(Errc::resource_exhausted));  // messenger count
-  EXPECT_EQ(budget.messages, 3u);
+  EXPECT_EQ(budget.messages(), 3u);
   OutQueue c({.max_messages = 10, .max_bytes = 15}, budget);
   EXPECT_TRUE(c.push(bytes(16)).is(Errc::resource_exhausted));  // session bytes
   EXPECT_EQ(c.size(), 0u);
@@ -84,12 +84,84 @@ TEST(OutQueue, MessengerByteBoundRefusesAndDestructorReturnsShare) {
     EXPECT_TRUE(a.push(bytes(20)).ok());
     EXPECT_TRUE(a.push(bytes(6)).is(Errc::resource_exhausted));
     EXPECT_TRUE(a.push(bytes(5)).ok());
-    EXPECT_EQ(budget.bytes, 25u);
+    EXPECT_EQ(budget.bytes(), 25u);
   }
-  EXPECT_EQ(budget.bytes, 0u);
-  EXPECT_EQ(budget.messages, 0u);
+  EXPECT_EQ(budget.bytes(), 0u);
+  EXPECT_EQ(budget.messages(), 0u);
   OutQueue huge({.max_bytes = std::numeric_limits<std::size_t>::max()}, budget);
   EXPECT_TRUE(huge.push(bytes(26)).is(Errc::resource_exhausted));
+}
+
+TEST(QueueBudget, MessagesAndBytesShareOneWord) {
+  constexpr std::size_t kHalf = std::size_t{1} << 29;
+  QueueBudget b{3, 2 * kHalf};
+  EXPECT_TRUE(b.try_reserve(kHalf));
+  EXPECT_TRUE(b.try_reserve(0));
+  EXPECT_EQ(b.messages(), 2u);
+  EXPECT_EQ(b.bytes(), kHalf);
+  EXPECT_FALSE(b.try_reserve(kHalf + 1));  // bytes: refused, and nothing taken
+  EXPECT_EQ(b.messages(), 2u);
+  EXPECT_EQ(b.bytes(), kHalf);
+  EXPECT_TRUE(b.try_reserve(kHalf));  // exactly at the byte bound
+  EXPECT_FALSE(b.try_reserve(0));     // the count
+  EXPECT_EQ(b.messages(), 3u);
+  EXPECT_EQ(b.bytes(), 2 * kHalf);
+  EXPECT_FALSE(b.below_half());
+  b.release(2, 2 * kHalf);  // one read-modify-write for both
+  EXPECT_EQ(b.messages(), 1u);
+  EXPECT_EQ(b.bytes(), 0u);
+  EXPECT_TRUE(b.below_half());
+}
+
+TEST(QueueBudget, BoundsAboveTheWordActAsItsLimits) {
+  QueueBudget b{std::numeric_limits<std::size_t>::max(), std::numeric_limits<std::size_t>::max()};
+  EXPECT_EQ(b.max_messages, QueueBudget::kMaxMessages);
+  EXPECT_EQ(b.max_bytes, QueueBudget::kMaxBytes);
+  EXPECT_FALSE(b.try_reserve(QueueBudget::kMaxBytes + 1));
+  EXPECT_TRUE(b.try_reserve(QueueBudget::kMaxBytes));
+  EXPECT_FALSE(b.try_reserve(1));
+  EXPECT_EQ(b.messages(), 1u);
+  EXPECT_EQ(b.bytes(), QueueBudget::kMaxBytes);
+  b.release(1, QueueBudget::kMaxBytes);
+  EXPECT_EQ(b.used.load(), 0u);
+}
+
+TEST(PayloadPool, KeepsSmallBuffersUpToItsBound) {
+  PayloadPool pool;
+  EXPECT_EQ(pool.take().capacity(), 0u);  // nothing kept yet
+  std::vector<std::byte> b(100);
+  const std::byte* storage = b.data();
+  pool.give(std::move(b));
+  EXPECT_EQ(pool.size(), 1u);
+  const auto t = pool.take();
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(t.data(), storage);  // the same storage, emptied
+  EXPECT_GE(t.capacity(), 100u);
+  EXPECT_EQ(pool.size(), 0u);
+  std::vector<std::byte> big(PayloadPool::kMaxCapacity + 1);
+  pool.give(std::move(big));
+  EXPECT_EQ(pool.size(), 0u);  // too large: left to its owner
+  EXPECT_EQ(big.size(), PayloadPool::kMaxCapacity + 1);
+  pool.give(std::vector<std::byte>{});
+  EXPECT_EQ(pool.size(), 0u);  // no storage: nothing to keep
+  for (std::size_t i = 0; i < PayloadPool::kMaxBuffers + 4; ++i) {
+    pool.give(std::vector<std::byte>(8));
+  }
+  EXPECT_EQ(pool.size(), PayloadPool::kMaxBuffers);
+}
+
+TEST(OutQueue, AcknowledgedPayloadsGoToThePool) {
+  QueueBudget budget{100, 1000};
+  PayloadPool pool;
+  OutQueue q({}, budget, nullptr, &pool);
+  for (int i = 1; i <= 4; ++i) ASSERT_TRUE(q.push(bytes(10, i)).ok());
+  EXPECT_EQ(write_all(q), 4);
+  ASSERT_TRUE(q.ack(2).ok());
+  EXPECT_EQ(pool.size(), 2u);
+  auto h = q.take_all();  // handed back to the application, not kept
+  EXPECT_EQ(h.unknown.size(), 2u);
+  EXPECT_EQ(h.unknown[0][0], std::byte{3});
+  EXPECT_EQ(pool.size(), 2u);
 }
 
 TEST(OutQueue, WindowLimitsInFlightButAdmitsOneLargeMessage) {
@@ -124,8 +196,8 @@ TEST(OutQueue, TakeAllSeparatesUnknownFromUnsent) {
   EXPECT_EQ(h.unsent[0][0], std::byte{4});
   EXPECT_EQ(h.unsent[1][0], std::byte{5});
   EXPECT_EQ(q.size(), 0u);
-  EXPECT_EQ(budget.messages, 0u);
-  EXPECT_EQ(budget.bytes, 0u);
+  EXPECT_EQ(budget.messages(), 0u);
+  EXPECT_EQ(budget.bytes(), 0u);
 }
 
 TEST(Seq, ComparisonIsWrapSafe) {
