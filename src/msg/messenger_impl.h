@@ -198,7 +198,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
 
   // session_data.cc: frames of an open connection.
   void on_open_frame(Connection& c, msg::Frame& f);
-  void pump(Session& s);  // writes what the window and the write buffer admit
+  void pump(Session& s);            // writes what the window and the write buffer admit
+  void pump_after_ack(Session& s);  // pump() when messages wait to start
   void send_ack(Connection& c, Session& s);
   void arm_ack_timer(Connection& c, Session& s, Clock::time_point now);
   void start_keepalive(Connection& c);

@@ -1,5 +1,7 @@
 #include "msg/rpc_wire.h"
 
+#include <array>
+
 #include "msg/frame_bytes.h"
 
 namespace rmsg::msg {
@@ -24,11 +26,8 @@ std::vector<std::byte> encode_rpc(const RpcHeader& h, std::span<const std::byte>
 
 void encode_rpc_to(const RpcHeader& h, std::span<const std::byte> body,
                    std::vector<std::byte>& out) {
-  out.clear();
-  out.reserve(RpcHeader::kSize + body.size());
-  out.resize(RpcHeader::kSize);
-  std::byte* p = out.data();
-  if (p == nullptr) return;  // never (size >= kSize): keeps GCC -O3 -Wnull-dereference quiet
+  std::array<std::byte, RpcHeader::kSize> head;
+  std::byte* p = head.data();
   p[0] = static_cast<std::byte>(h.kind);
   p[1] = static_cast<std::byte>(h.flags);
   p[2] = static_cast<std::byte>(h.status);
@@ -36,6 +35,10 @@ void encode_rpc_to(const RpcHeader& h, std::span<const std::byte> body,
   put<std::uint32_t>(p + 4, h.word);
   put<std::uint64_t>(p + 8, h.id);
   put<std::uint64_t>(p + 16, h.budget_us);
+  // Appended, not resized: nothing is zeroed first.
+  out.clear();
+  out.reserve(RpcHeader::kSize + body.size());
+  out.insert(out.end(), head.begin(), head.end());
   out.insert(out.end(), body.begin(), body.end());
 }
 

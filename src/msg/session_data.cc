@@ -28,7 +28,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
         if (s == nullptr || s->conn != id) return;
       }
       note_room(*s);
-      pump(*s);  // the piggybacked ack may have opened the window
+      pump_after_ack(*s);  // the piggybacked ack may have opened the window
       return;
     }
     case FrameType::ack: {
@@ -37,7 +37,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       if (!s->out->ack(v->value)) return fail(id, make_error_code(MessengerErrc::bad_ack));
       hot_.acks_received.add_owned();
       note_room(*s);
-      pump(*s);
+      pump_after_ack(*s);
       return;
     }
     case FrameType::keepalive: {
@@ -150,6 +150,13 @@ void Messenger::Impl::pump(Session& s) {
       self->pump(*ss);
     }
   });
+}
+
+void Messenger::Impl::pump_after_ack(Session& s) {
+  // An ack only opens the window: with every queued message started (the usual case for
+  // request/response, whose sends pumped themselves) there is nothing it could let out. A
+  // started message's further chunks do not wait for acks (pump defers itself for them).
+  if (s.out->in_flight() < s.out->size()) pump(s);
 }
 
 void Messenger::Impl::send_ack(Connection& c, Session& s) {
