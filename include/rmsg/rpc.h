@@ -96,7 +96,7 @@ struct RpcResponse {
   std::error_code error;        // empty: ok
   std::uint32_t app_code = 0;   // handler_error: the handler's code
   std::vector<std::byte> body;  // ok, handler_error: the reply body
-  Duration latency{};           // from call() to completion
+  Duration latency{};           // from call() to completion (a reply: to when it was read)
 };
 
 struct CallOptions {
@@ -133,7 +133,8 @@ struct RpcRequest {
   CallId id = 0;
   std::uint32_t method = 0;
   std::span<const std::byte> body;
-  // The caller's budget, in this loop's clock (time_point::max(): none given).
+  // The caller's budget, in this loop's clock, counted from when the request was read
+  // (time_point::max(): none given).
   Clock::time_point deadline = Clock::time_point::max();
 };
 
