@@ -129,8 +129,8 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
   // Only this state's own entry: after a reset a new request may hold the same key.
   if (auto it = pending_.find({state.peer, state.id});
       it != pending_.end() && it->second.state == &state) {
+    it->second = {};  // its weak reference goes now, not when the node is reused
     PendingMap::node_type node = pending_.extract(it);
-    node.mapped() = {};
     if (spare_pending_.size() < kSpareNodes) spare_pending_.push_back(std::move(node));
     count_pending(state.peer, -1);
     check_drained();

@@ -238,9 +238,9 @@ TEST_F(RpcLoopbackTest, HandlerThatReplacesItselfKeepsRunning) {
     b_.ep->handle(kSelf, [](const RpcRequest&, RpcResponder r) { r.ok(bytes_of("second")); });
     reply.ok(bytes_of(first));
   });
-  const CallId one = call(kSelf, "").value();
+  const CallId one = call(kSelf, "1").value();
   ASSERT_TRUE(run([&] { return completed(one); }));
-  const CallId two = call(kSelf, "").value();
+  const CallId two = call(kSelf, "2").value();
   ASSERT_TRUE(run([&] { return completed(two); }));
   EXPECT_EQ(string_of(done_[one].body), first);
   EXPECT_EQ(string_of(done_[two].body), "second");
