@@ -308,7 +308,13 @@ void RdmaStream::flush_control() {
 
 bool RdmaStream::poll_completions() {
   if (!res_) return false;
-  const int n = poll_send_cq() + poll_recv_cq();
+  // The receive CQ first: a message that arrived is what a busy loop waits for. The send
+  // CQ only while a signalled WR is in flight (SendRing::signalled_in_flight), or once the
+  // QP failed: then the completion naming the cause may be there, and this pass still
+  // records it before the readiness pass reports the error. An empty ibv_poll_cq per pass
+  // was a third of a busy spin's work.
+  int n = poll_recv_cq();
+  if (send_ring_.signalled_in_flight() > 0 || error_ || qp_error_) n += poll_send_cq();
   if (n > 0) {
     flush_control();
     changed();
