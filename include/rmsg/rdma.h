@@ -116,10 +116,12 @@ Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
 // wc_flushed, rnr_retry_exceeded, wc_error.<status>, async_event.<type>. Null when `stream` is not
 // an RDMA stream or has no device yet; valid while the stream lives.
 const CounterSet* rdma_stream_counters(const Stream& stream);
-// The same counters summed per device over every stream of the process (created on
-// first use, never destroyed; thread-safe).
-CounterSet& rdma_device_counters(std::string_view device_name);
-// "rdma.<device>.<counter> <value>" lines for every device that had a stream.
+// One of those counters summed over every stream of the process on `device_name`, the
+// live ones and those closed (0 for a name or device never counted). Thread-safe; summed
+// when called (a stream counts on its own loop thread, with no counter shared per message),
+// so live streams' counts are read as their loops wrote them a moment ago.
+std::uint64_t rdma_device_counter(std::string_view device_name, std::string_view name);
+// "rdma.<device>.<counter> <value>" lines, sorted, for every device that had a stream.
 void rdma_dump_device_counters(std::ostream& out);
 
 // True when an RDMA device with an ACTIVE port is present.

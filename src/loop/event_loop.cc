@@ -167,6 +167,17 @@ class EventLoop::Impl {
     const auto next = timers_.next();
     return next != Clock::time_point::max() && next <= now();
   }
+  // timers_due() after the iteration's dispatch time started: that reading of the same
+  // clock (steady_clock is CLOCK_MONOTONIC) stands for now, so an iteration whose pollers
+  // found a message reads the clock once before its callbacks answer it, not twice. A
+  // timer that fell due since is found by the next iteration (its timeout is then 0).
+  bool timers_due_after_dispatch_start() {
+    const std::uint64_t ns = stats_.dispatch_start_ns();
+    if (manual_ || ns == 0) return timers_due();
+    const auto next = timers_.next();
+    return next != Clock::time_point::max() &&
+           next <= Clock::time_point(std::chrono::nanoseconds(ns));
+  }
 
   int fire_timers() {
     int ran = 0;
@@ -312,7 +323,7 @@ class EventLoop::Impl {
       drain_wake();
       ran += run_posted();
     }
-    if (timerfd_fired || timers_due()) ran += fire_timers();
+    if (timerfd_fired || timers_due_after_dispatch_start()) ran += fire_timers();
     ran += run_deferred();
     spin_next_ = ran > 0;
     in_iteration_ = false;

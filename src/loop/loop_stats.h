@@ -25,6 +25,11 @@ class LoopStats {
 
   const CounterSet& set() const noexcept { return set_; }
 
+  // When a callback or a poller's work started this iteration's dispatch time: its
+  // CLOCK_MONOTONIC reading in nanoseconds (the loop's timer check reuses it); 0 when
+  // nothing ran yet.
+  std::uint64_t dispatch_start_ns() const noexcept { return started_ ? wall_start_ : 0; }
+
   void begin_iteration() noexcept {
     iterations_.add_owned();
     started_ = false;

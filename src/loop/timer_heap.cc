@@ -6,15 +6,18 @@ void TimerHeap::add(TimerId id, Clock::time_point deadline, Duration period, Tas
   const auto seq = ++seq_;
   timers_.emplace(id, Timer{deadline, period, seq, std::make_shared<Task>(std::move(task))});
   heap_.push({deadline, seq, id});
+  if (heap_.top().seq == seq) top_live_ = true;
 }
 
 bool TimerHeap::cancel(TimerId id) {
   if (timers_.erase(id) == 0) return false;
+  top_live_ = false;
   compact();
   return true;
 }
 
 std::shared_ptr<Task> TimerHeap::pop_due(Clock::time_point now) {
+  top_live_ = false;
   while (!heap_.empty() && heap_.top().deadline <= now) {
     const Entry top = heap_.top();
     heap_.pop();
@@ -36,7 +39,10 @@ std::shared_ptr<Task> TimerHeap::pop_due(Clock::time_point now) {
 void TimerHeap::drop_stale_top() {
   while (!heap_.empty()) {
     auto it = timers_.find(heap_.top().id);
-    if (it != timers_.end() && it->second.seq == heap_.top().seq) return;
+    if (it != timers_.end() && it->second.seq == heap_.top().seq) {
+      top_live_ = true;
+      return;
+    }
     heap_.pop();
   }
 }

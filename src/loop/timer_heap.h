@@ -24,7 +24,7 @@ class TimerHeap {
   // poll asks on every iteration.
   Clock::time_point next() {
     if (heap_.empty()) return Clock::time_point::max();
-    drop_stale_top();
+    if (!top_live_) drop_stale_top();
     return heap_.empty() ? Clock::time_point::max() : heap_.top().deadline;
   }
   // Takes the earliest timer due at `now` (deadline <= now) and returns its task, or null
@@ -54,6 +54,11 @@ class TimerHeap {
   std::unordered_map<TimerId, Timer> timers_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_;
   std::uint64_t seq_ = 0;
+  // The top entry is known to be a live timer's: drop_stale_top() found it so, or add()
+  // put a new one there. Only cancel(), pop_due() and compact() can make the top stale or
+  // put an unchecked entry there; until then next() costs no look-up (it runs several
+  // times per loop iteration).
+  bool top_live_ = false;
 };
 
 }  // namespace rmsg::loop

@@ -5,14 +5,18 @@
 // notification (callgrind in the guest: with run_deferred's batch, ~600 of the stream's
 // 7,055 user-space instructions per round trip went to malloc and free).
 //
+// A number is a slot and that slot's generation: finding a stream is an index and a
+// compare (it runs once per readiness pass and after each callback), and a number is not
+// given out again until its slot was reused 2^32 times. 0 is never a number.
+//
 // Ownership: a per-loop service (EventLoop::set_service), also held by each stream, so a
-// stream destroyed after its loop still finds it. Numbers are never reused.
+// stream destroyed after its loop still finds it.
 // Threading: the loop thread (streams made before the loop runs: any one thread).
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <unordered_map>
+#include <vector>
 
 #include "rmsg/event_loop.h"
 
@@ -25,15 +29,21 @@ class LiveStreams {
   static std::shared_ptr<LiveStreams> of(EventLoop& loop);
 
   std::uint64_t add(RdmaStream* stream);
-  void remove(std::uint64_t id) noexcept { streams_.erase(id); }
+  void remove(std::uint64_t id) noexcept;
   RdmaStream* find(std::uint64_t id) const noexcept {
-    auto it = streams_.find(id);
-    return it == streams_.end() ? nullptr : it->second;
+    const auto index = static_cast<std::uint32_t>(id);
+    if (index >= slots_.size()) return nullptr;
+    const Slot& s = slots_[index];
+    return s.generation == static_cast<std::uint32_t>(id >> 32) ? s.stream : nullptr;
   }
 
  private:
-  std::unordered_map<std::uint64_t, RdmaStream*> streams_;
-  std::uint64_t next_ = 1;
+  struct Slot {
+    RdmaStream* stream = nullptr;
+    std::uint32_t generation = 1;  // of the number held now, or of the next one
+  };
+  std::vector<Slot> slots_;
+  std::vector<std::uint32_t> free_;  // slots without a stream
 };
 
 }  // namespace rmsg::rdma

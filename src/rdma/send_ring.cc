@@ -18,8 +18,9 @@ void SendRing::reset(std::uint32_t blocks, std::uint32_t slots, std::uint32_t fi
   staged_ = 0;
   in_flight_ = 0;
   unsignalled_ = 0;
+  signalled_ = 0;
   marked_ = 0;
-  slot_blocks_.assign(slots, 0);
+  slot_flags_.assign(slots, 0);
   block_busy_.assign(blocks, 0);
   fill_.assign(blocks, 0);
 }
@@ -34,8 +35,9 @@ bool SendRing::signal_rule(bool force, std::uint32_t blocks_after,
 
 SendRing::Post SendRing::take_slot(bool data, std::uint32_t block, bool signal) {
   Post p{(oldest_ + in_flight_) % slots_, block, signal, 0};
-  slot_blocks_[p.slot] = data ? 1 : 0;
+  slot_flags_[p.slot] = (data ? kHoldsBlock : 0) | (signal ? kSignalled : 0);
   ++in_flight_;
+  signalled_ += signal ? 1 : 0;
   unsignalled_ = signal ? 0 : unsignalled_ + 1;
   return p;
 }
@@ -101,13 +103,14 @@ std::uint32_t SendRing::complete(std::uint32_t slot) {
   std::uint32_t tail = (head_ + 2 * blocks_ - blocks_in_use_ - staged_) % blocks_;
   for (std::uint32_t i = 0; i < n; ++i) {
     const std::uint32_t s = (oldest_ + i) % slots_;
-    if (slot_blocks_[s] != 0) {
+    if ((slot_flags_[s] & kSignalled) != 0) --signalled_;
+    if ((slot_flags_[s] & kHoldsBlock) != 0) {
       RMSG_DEBUG_ASSERT(block_busy_[tail] == 1);
       block_busy_[tail] = 0;
       tail = tail + 1 == blocks_ ? 0 : tail + 1;
       --blocks_in_use_;
     }
-    slot_blocks_[s] = 0;
+    slot_flags_[s] = 0;
   }
   oldest_ = (oldest_ + n) % slots_;
   in_flight_ -= n;
@@ -121,6 +124,7 @@ void SendRing::check() const {
   RMSG_DEBUG_ASSERT(in_flight_ <= slots_);
   RMSG_DEBUG_ASSERT(blocks_in_use_ <= in_flight_);  // each block in use has its WR in flight
   RMSG_DEBUG_ASSERT(marked_ <= in_flight_);
+  RMSG_DEBUG_ASSERT(signalled_ <= in_flight_);
   RMSG_DEBUG_ASSERT(head_ < blocks_ && oldest_ < slots_);
 }
 

@@ -56,6 +56,9 @@ class SendRing {
   std::uint32_t staged_blocks() const noexcept { return staged_; }
   std::uint32_t free_slots() const noexcept { return slots_ - in_flight_; }
   std::uint32_t in_flight() const noexcept { return in_flight_; }
+  // Signalled WRs in flight: while 0, no successful send completion can come (the stream
+  // then leaves its send CQ unpolled; an error completes on both CQs).
+  std::uint32_t signalled_in_flight() const noexcept { return signalled_; }
   // The block the next data message fills.
   std::uint32_t head_block() const noexcept { return head_; }
 
@@ -90,16 +93,21 @@ class SendRing {
 
   std::uint32_t blocks_ = 0;
   std::uint32_t slots_ = 0;
-  std::uint32_t head_ = 0;                 // next block to fill
-  std::uint32_t blocks_in_use_ = 0;        // posted and not known complete
-  std::uint32_t staged_ = 0;               // filled and not posted (after those in use)
-  std::uint32_t oldest_ = 0;               // slot of the oldest WR in flight
-  std::uint32_t in_flight_ = 0;            // WRs posted and not known complete
-  std::uint32_t unsignalled_ = 0;          // WRs since the last signalled one
-  std::uint32_t marked_ = 0;               // WRs of the mark still in flight
-  std::vector<std::uint8_t> slot_blocks_;  // per slot: blocks its WR holds (0 or 1)
-  std::vector<std::uint8_t> block_busy_;   // per block: handed out and not freed
-  std::vector<std::uint32_t> fill_;        // per staged block: bytes in it
+  std::uint32_t head_ = 0;           // next block to fill
+  std::uint32_t blocks_in_use_ = 0;  // posted and not known complete
+  std::uint32_t staged_ = 0;         // filled and not posted (after those in use)
+  std::uint32_t oldest_ = 0;         // slot of the oldest WR in flight
+  std::uint32_t in_flight_ = 0;      // WRs posted and not known complete
+  std::uint32_t unsignalled_ = 0;    // WRs since the last signalled one
+  std::uint32_t signalled_ = 0;      // signalled WRs in flight
+  std::uint32_t marked_ = 0;         // WRs of the mark still in flight
+  // per slot: kHoldsBlock (its WR holds a block), kSignalled (its WR is signalled)
+  std::vector<std::uint8_t> slot_flags_;
+  std::vector<std::uint8_t> block_busy_;  // per block: handed out and not freed
+  std::vector<std::uint32_t> fill_;       // per staged block: bytes in it
+
+  static constexpr std::uint8_t kHoldsBlock = 1;
+  static constexpr std::uint8_t kSignalled = 2;
 
   bool signal_rule(bool force, std::uint32_t blocks_after, std::uint32_t slots_after) const;
   Post take_slot(bool data, std::uint32_t block, bool signal);

@@ -6,20 +6,38 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
+#include <set>
+#include <string>
 
 #include "rmsg/rdma.h"
 
 namespace rmsg {
 namespace {
 
-struct DeviceSets {
-  std::mutex mu;
-  std::map<std::string, std::unique_ptr<CounterSet>, std::less<>> sets;
+// Per device: what closed streams counted, and the streams alive now.
+struct Device {
+  std::map<std::string, std::uint64_t, std::less<>> retired;
+  std::set<const rdma::StreamCounters*> live;
 };
 
-DeviceSets& device_sets() {
-  static DeviceSets* d = new DeviceSets;  // never destroyed: streams may outlive statics
+struct Devices {
+  std::mutex mu;
+  std::map<std::string, Device, std::less<>> by_name;
+};
+
+Devices& devices() {
+  static Devices* d = new Devices;  // never destroyed: streams may outlive statics
   return *d;
+}
+
+// The totals of one device: its closed streams' counts plus its live streams' (relaxed
+// reads of counters their loop threads are writing). Called with the lock held.
+std::map<std::string, std::uint64_t, std::less<>> totals(const Device& dev) {
+  auto sum = dev.retired;
+  for (const auto* s : dev.live) {
+    for (const auto& [name, value] : s->set().snapshot()) sum[name] += value;
+  }
+  return sum;
 }
 
 // "transport retry counter exceeded" -> "transport_retry_counter_exceeded"
@@ -31,40 +49,59 @@ std::string counter_name(const char* prefix, const char* text) {
 
 }  // namespace
 
-CounterSet& rdma_device_counters(std::string_view device) {
-  auto& d = device_sets();
+std::uint64_t rdma_device_counter(std::string_view device, std::string_view name) {
+  auto& d = devices();
   std::lock_guard lock(d.mu);
-  auto it = d.sets.find(device);
-  if (it == d.sets.end()) {
-    it = d.sets.emplace(std::string(device), std::make_unique<CounterSet>()).first;
-  }
-  return *it->second;
+  auto it = d.by_name.find(device);
+  if (it == d.by_name.end()) return 0;
+  const auto& dev = it->second;
+  auto r = dev.retired.find(name);
+  std::uint64_t sum = r == dev.retired.end() ? 0 : r->second;
+  for (const auto* s : dev.live) sum += s->set().value(name);
+  return sum;
 }
 
 void rdma_dump_device_counters(std::ostream& out) {
-  auto& d = device_sets();
+  auto& d = devices();
   std::lock_guard lock(d.mu);
-  for (const auto& [name, set] : d.sets) set->dump(out, "rdma." + name + ".");
+  for (const auto& [device, dev] : d.by_name) {
+    for (const auto& [name, value] : totals(dev)) {
+      out << "rdma." << device << '.' << name << ' ' << value << '\n';
+    }
+  }
 }
 
 namespace rdma {
 
-StreamCounters::StreamCounters(const std::string& device)
-    : device_(rdma_device_counters(device)), device_name_(device) {}
+StreamCounters::StreamCounters(const std::string& device) : device_name_(device) {}
 
-StreamCounters::Pair StreamCounters::pair(const char* name) {
-  return Pair{set_.counter(name), device_.counter(name)};
+bool StreamCounters::enroll() {
+  auto& d = devices();
+  std::lock_guard lock(d.mu);
+  auto it = d.by_name.find(device_name_);
+  if (it == d.by_name.end()) it = d.by_name.emplace(device_name_, Device{}).first;
+  it->second.live.insert(this);
+  return true;
 }
 
+StreamCounters::~StreamCounters() {
+  auto& d = devices();
+  std::lock_guard lock(d.mu);
+  auto& dev = d.by_name.find(device_name_)->second;  // enroll() made it
+  for (const auto& [name, value] : set_.snapshot()) dev.retired[name] += value;
+  dev.live.erase(this);
+}
+
+// Rare (an error, an event), possibly outside the loop's data path: an atomic add.
 void StreamCounters::wc_error(int status) {
-  if (status == IBV_WC_WR_FLUSH_ERR) return wc_flushed.add();
-  if (status == IBV_WC_RNR_RETRY_EXC_ERR) rnr_retry_exceeded.add();
-  pair(counter_name("wc_error.", ibv_wc_status_str(static_cast<ibv_wc_status>(status))).c_str())
+  if (status == IBV_WC_WR_FLUSH_ERR) return set_.counter("wc_flushed").add();
+  if (status == IBV_WC_RNR_RETRY_EXC_ERR) set_.counter("rnr_retry_exceeded").add();
+  set_.counter(counter_name("wc_error.", ibv_wc_status_str(static_cast<ibv_wc_status>(status))))
       .add();
 }
 
 void StreamCounters::async_event(int type) {
-  pair(counter_name("async_event.", ibv_event_type_str(static_cast<ibv_event_type>(type))).c_str())
+  set_.counter(counter_name("async_event.", ibv_event_type_str(static_cast<ibv_event_type>(type))))
       .add();
 }
 

@@ -308,7 +308,13 @@ void RdmaStream::flush_control() {
 
 bool RdmaStream::poll_completions() {
   if (!res_) return false;
-  const int n = poll_send_cq() + poll_recv_cq();
+  // The receive CQ first: a message that arrived is what a busy loop waits for. The send
+  // CQ only while a signalled WR is in flight (SendRing::signalled_in_flight), or once the
+  // QP failed: then the completion naming the cause may be there, and this pass still
+  // records it before the readiness pass reports the error. An empty ibv_poll_cq per pass
+  // was a third of a busy spin's work.
+  int n = poll_recv_cq();
+  if (send_ring_.signalled_in_flight() > 0 || error_ || qp_error_) n += poll_send_cq();
   if (n > 0) {
     flush_control();
     changed();
@@ -438,10 +444,16 @@ void RdmaStream::fail(std::error_code ec) {
     // there (often on the other CQ, polled in the same pass) or the device's async event
     // (a port error: adaptive polling may reap the flush before the loop reads the event)
     // names the cause: keep that.
+    // A local QP operation error is, on rxe, a send that could not leave a port that went
+    // down: the PORT_ERR event read a moment later names that cause too.
     const auto flushed = make_wc_error(IBV_WC_WR_FLUSH_ERR);
-    const bool names_cause = ec.category() == async_event_category() ||
-                             (ec.category() == wc_category() && ec != flushed);
-    if (error_ == flushed && names_cause) error_ = ec;
+    const bool is_event = ec.category() == async_event_category();
+    const bool names_cause = is_event || (ec.category() == wc_category() && ec != flushed);
+    const bool port_down = ec == make_async_event_error(IBV_EVENT_PORT_ERR);
+    if ((error_ == flushed && names_cause) ||
+        (error_ == make_wc_error(IBV_WC_LOC_QP_OP_ERR) && port_down)) {
+      error_ = ec;
+    }
     return;
   }
   error_ = ec;

@@ -379,7 +379,9 @@ TEST_F(RdmaLinger, StoppedPeerEndsTheLingerByTheIdleTimeout) {
   ASSERT_TRUE(loop().run_for([&] { return own->value("keepalives_received") >= 2; }, 10s))
       << "the peer sent no keepalives";
   const char* dev = std::getenv("RMSG_RDMA_DEVICE");
-  const CounterSet& device = rdma_device_counters(dev != nullptr ? dev : "rxe0");
+  auto device = [name = std::string(dev != nullptr ? dev : "rxe0")](std::string_view counter) {
+    return rdma_device_counter(name, counter);
+  };
   // Write until all but one of the peer's receives hold unread data (not only until our
   // send ring is full): then no 2 credits for the FIN can come back, whatever control
   // messages the two sides still exchange.
@@ -397,16 +399,16 @@ TEST_F(RdmaLinger, StoppedPeerEndsTheLingerByTheIdleTimeout) {
       << "sent " << sent;
   ASSERT_TRUE(server.shutdown_write().ok());
   server = Stream();  // lingers: the FIN waits for credits the peer never returns
-  const auto timeouts = device.value("idle_timeouts");
-  const auto keepalives = device.value("keepalives_received");
+  const auto timeouts = device("idle_timeouts");
+  const auto keepalives = device("keepalives_received");
   // Alive: three idle timeouts' worth of its keepalives, and the linger holds.
   loop().run_for([] { return false; }, 1500ms);
-  EXPECT_EQ(device.value("idle_timeouts"), timeouts) << "a live peer's linger was cut short";
-  EXPECT_GE(device.value("keepalives_received"), keepalives + 3) << "no keepalives while lingering";
+  EXPECT_EQ(device("idle_timeouts"), timeouts) << "a live peer's linger was cut short";
+  EXPECT_GE(device("keepalives_received"), keepalives + 3) << "no keepalives while lingering";
   EXPECT_EQ(verbs_objects("qp"), qps) << "the lingering stream is gone already";
   child.signal(SIGSTOP);
   const auto t0 = Clock::now();
-  EXPECT_TRUE(loop().run_for([&] { return device.value("idle_timeouts") > timeouts; }, 10s))
+  EXPECT_TRUE(loop().run_for([&] { return device("idle_timeouts") > timeouts; }, 10s))
       << "a stopped peer was not detected while lingering";
   const auto took = Clock::now() - t0;
   std::printf("[ linger ] stopped peer: idle timeout after %.0f ms (idle_timeout 500 ms)\n",

@@ -119,6 +119,11 @@ TEST_P(SendRingModel, ByteExactAcrossTheIndexWrap) {
     ASSERT_NO_FATAL_FAILURE(m.reap(rng));
     ASSERT_LE(m.ring_.free_blocks(), g.blocks);
     ASSERT_LE(m.ring_.in_flight(), g.blocks + 2);
+    // A signalled WR is in flight from its post until its completion is reaped: while
+    // none is, the stream may leave its send CQ unpolled.
+    const auto signalled_posted = std::count_if(m.queue_.begin(), m.queue_.end(),
+                                                [](const Wr& w) { return w.post.signalled; });
+    ASSERT_EQ(m.ring_.signalled_in_flight(), signalled_posted + m.cq_.size());
     // Never stuck: when no space is left, a signalled WR is still coming.
     if (m.ring_.free_blocks() == 0 || m.ring_.free_slots() < 2) {
       const bool signalled_queued = std::any_of(m.queue_.begin(), m.queue_.end(),
@@ -129,6 +134,7 @@ TEST_P(SendRingModel, ByteExactAcrossTheIndexWrap) {
   ASSERT_NO_FATAL_FAILURE(m.drain());
   EXPECT_EQ(m.ring_.free_blocks(), g.blocks);
   EXPECT_EQ(m.ring_.free_slots(), g.blocks + 2);
+  EXPECT_EQ(m.ring_.signalled_in_flight(), 0u);
   EXPECT_EQ(m.sent_data_, m.posted_data_);
   EXPECT_GT(m.posted_data_, 10000u);  // the indices went round many times
 }
