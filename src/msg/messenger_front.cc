@@ -7,6 +7,7 @@
 
 #include "msg/accept_router.h"
 #include "msg/front_sync.h"
+#include "tcp/tcp_linger.h"
 #include "tcp/tcp_stream.h"
 
 namespace rmsg {
@@ -140,9 +141,15 @@ Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> 
     return make_error_code(Errc::closed);
   }
   const std::size_t n = payload.size();
-  if (!admission_->try_reserve(peer, n)) {
-    // The same episode as a refusal on the loop: SessionEvent::writable follows there.
+  bool episode_started = false;
+  if (!admission_->try_reserve(peer, n, &episode_started)) {
+    // The same episode as a refusal on the loop: SessionEvent::writable follows there. The
+    // owner hears of it (once per episode): a peer with no session there yet is in no
+    // session's sweep, and the room may have come before the refusal was noted.
     sh.impl->counters_.counter("msg.send_refused").add();
+    if (episode_started) {
+      run_on(owner(peer), [peer](Shard& s) { s.impl->refused_elsewhere(peer); });
+    }
     return make_error_code(Errc::resource_exhausted);
   }
   std::weak_ptr<Messenger::Impl> weak = sh.impl;
@@ -202,7 +209,9 @@ Result<std::string> Messenger::Front::listen(const SocketAddress& address,
     router_ = std::make_unique<msg::AcceptRouter>(
         *first.loop, options_.handshake_timeout, options_.max_accepts_waiting,
         first.impl->counters_,
-        [this, tcp = params.tcp](NodeId peer, int fd) { hand_over(owner(peer), fd, tcp); });
+        [this, tcp = params.tcp](NodeId peer, int fd, std::shared_ptr<void> lease) {
+          hand_over(owner(peer), fd, tcp, std::move(lease));
+        });
   }
   msg::AcceptRouter* router = router_.get();
   auto l = first.impl->streams_->listen(address, params,
@@ -233,13 +242,19 @@ Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address
   return bound;
 }
 
-void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp) {
+void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp,
+                                 std::shared_ptr<void> lease) {
   Shard& sh = shards_[i];
-  if (sh.loop->in_loop_thread()) return sh.impl->on_accepted(tcp::make_stream(*sh.loop, fd, tcp));
+  if (sh.loop->in_loop_thread()) {
+    Stream s = tcp::make_stream(*sh.loop, fd, tcp);
+    tcp::hold_lease(s, std::move(lease));
+    return sh.impl->on_accepted(std::move(s));
+  }
   std::weak_ptr<Messenger::Impl> weak = sh.impl;
   EventLoop* loop = sh.loop;
-  sh.loop->post([weak, loop, fd, tcp] {
+  sh.loop->post([weak, loop, fd, tcp, lease = std::move(lease)]() mutable {
     Stream s = tcp::make_stream(*loop, fd, tcp);  // closes the socket if the shard is gone
+    tcp::hold_lease(s, std::move(lease));         // released with it, on this loop
     if (auto self = weak.lock()) self->on_accepted(std::move(s));
   });
 }

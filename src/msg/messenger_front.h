@@ -77,8 +77,9 @@ class Messenger::Front {
   void detach(ServiceId service);
   // Several loops over RDMA: StreamFactory::listen_routed (owner() routes by affinity).
   Result<std::string> listen_routed(const SocketAddress& address, const ConnectionParams& params);
-  // An accepted TCP socket to shard i, wrapped there (AcceptRouter's handoff).
-  void hand_over(std::size_t i, int fd, const TcpOptions& tcp);
+  // An accepted TCP socket to shard i, wrapped there with its lease (AcceptRouter's
+  // handoff: the listener's manager counts it until the stream there is released).
+  void hand_over(std::size_t i, int fd, const TcpOptions& tcp, std::shared_ptr<void> lease);
 
   MessengerOptions options_;
   std::shared_ptr<msg::Admission> admission_;
