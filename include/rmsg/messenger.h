@@ -243,10 +243,12 @@ class Messenger {
   Result<void> send(NodeId peer, std::vector<std::byte> payload, ServiceId service = 0);
 
   // Adds a user of every session (see Services at the top): its dispatch gets the messages
-  // sent to `service`, its on_event every session event. Any thread; from a thread other
-  // than a loop's it takes effect on that loop a little later (a message that arrives
-  // first is dropped as unknown_service): attach before the peers talk to it. Errors:
-  // Errc::invalid_argument (service 0, which is create()'s; no dispatch; attached already).
+  // sent to `service`, its on_event every session event. Any thread. Every message for
+  // `service` that a loop reads after this call returned reaches the dispatch (a loop the
+  // posted attach has not reached yet takes the user from the messenger's record); from
+  // a thread other than a loop's, session events reach it once the posted attach did.
+  // Errors: Errc::invalid_argument (service 0, which is create()'s; no dispatch; attached
+  // already).
   Result<void> attach(ServiceId service, DispatchCallback dispatch, EventCallback on_event = {});
   // Removes a user; from a foreign thread, its callbacks may still run on a loop until the
   // removal reaches it (hold weak references in them).

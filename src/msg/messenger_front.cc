@@ -60,7 +60,9 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
           (*holder)->dispatch(from, service, payload);
         },
         [holder](ShardEvent e) { (*holder)->event(std::move(e)); }, front->admission_);
-    *holder = std::make_shared<msg::ServiceTable>(impl->counters_.counter("msg.unknown_service"));
+    *holder = std::make_shared<msg::ServiceTable>(
+        impl->counters_.counter("msg.unknown_service"),
+        [f = front.get()](ServiceId service) { return f->attached_user(service); });
     (*holder)->attach(0, {dispatch, on_event});
     front->shards_.push_back(Shard{l, std::move(impl), *holder});
   }
@@ -179,7 +181,9 @@ Result<void> Messenger::Front::attach(ServiceId service, DispatchCallback dispat
   if (service == 0 || !dispatch) return make_error_code(Errc::invalid_argument);
   {
     const std::lock_guard lock(services_mu_);
-    if (!attached_.insert(service).second) return make_error_code(Errc::invalid_argument);
+    if (!attached_.emplace(service, msg::ServiceTable::User{dispatch, on_event}).second) {
+      return make_error_code(Errc::invalid_argument);
+    }
   }
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     run_on(i, [service, dispatch, on_event](Shard& s) {
@@ -187,6 +191,13 @@ Result<void> Messenger::Front::attach(ServiceId service, DispatchCallback dispat
     });
   }
   return {};
+}
+
+std::optional<msg::ServiceTable::User> Messenger::Front::attached_user(ServiceId service) {
+  const std::lock_guard lock(services_mu_);
+  auto it = attached_.find(service);
+  if (it == attached_.end()) return std::nullopt;
+  return it->second;
 }
 
 void Messenger::Front::detach(ServiceId service) {

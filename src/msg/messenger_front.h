@@ -11,9 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <vector>
 
 #include "msg/admission.h"
@@ -85,8 +86,11 @@ class Messenger::Front {
   std::shared_ptr<msg::Admission> admission_;
   std::vector<Shard> shards_;
   std::unique_ptr<msg::AcceptRouter> router_;  // loop 0's; several loops over TCP only
+  // attach()'s users, for its synchronous answer and for a shard that gets a message for
+  // one before the posted attach reached it (attached_user).
+  std::optional<msg::ServiceTable::User> attached_user(ServiceId service);
   std::mutex services_mu_;
-  std::set<ServiceId> attached_;  // attach()'s ids, for its synchronous answer
+  std::map<ServiceId, msg::ServiceTable::User> attached_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<std::atomic<bool>[]> sweep_pending_;  // per shard
 };
