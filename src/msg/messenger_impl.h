@@ -166,6 +166,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // SessionEvent::writable once the budgets have room (sweep_refused_without_session).
   void refused_elsewhere(NodeId peer);
   void sweep_refused_without_session();
+  // The messenger-wide budget may have room without an ack (a session dropped or reset):
+  // ends the episodes that waited for it, here and (posted) on the other loops.
+  void note_total_room();
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
   // messenger_drain.cc: the graceful shutdown.

@@ -84,6 +84,15 @@ void Messenger::Impl::sweep_refused_without_session() {
   });
 }
 
+void Messenger::Impl::note_total_room() {
+  msg::QueueBudget& total = admission_->total();
+  if (total.refused_queues.load(std::memory_order_acquire) == 0 || !total.below_half()) return;
+  sweep_writable();
+  if (total.refused_queues.load(std::memory_order_acquire) != 0 && on_total_room_) {
+    on_total_room_();
+  }
+}
+
 bool Messenger::Impl::withdraw(NodeId peer, Messenger::Ticket ticket) {
   Session* s = find_session(peer);
   if (s == nullptr || s->my_cookie != ticket.session) return false;

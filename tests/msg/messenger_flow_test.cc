@@ -85,6 +85,24 @@ TEST_F(MessengerFlowTest, RefusedSendGetsExactlyOneWritableEvent) {
   expect_clean();
 }
 
+// Room in the messenger-wide budget that comes without an ack (mark_down drops a session's
+// queue) ends the episodes that waited for it: a peer refused because of the total hears
+// writable although nothing of its own is ever acknowledged.
+TEST_F(MessengerFlowTest, RoomFromADroppedSessionEndsOtherPeersEpisodes) {
+  MessengerOptions oa = options(kA);
+  oa.total_max_messages = 8;
+  start_a(oa);
+  send_a(8);  // B has no address: they wait
+  constexpr NodeId kC = 3;
+  EXPECT_EQ(a_.node.m->send(kC, numbered(1)).error(), make_error_code(Errc::resource_exhausted));
+  loop_->run_for([] { return false; }, milliseconds(50));
+  EXPECT_EQ(a_.node.count(Kind::writable), 0);
+  a_.node.m->mark_down(kB);
+  RUN_UNTIL_EVENTS(a_, Kind::writable, 1);
+  EXPECT_EQ(a_.node.events.back().peer, kC);
+  EXPECT_TRUE(a_.node.m->send(kC, numbered(1)).ok());
+}
+
 TEST_F(MessengerFlowTest, PriorityMessagePassesALargeOneInChunks) {
   MessengerOptions oa = options(kA);
   oa.fragment_size = 64 << 10;
