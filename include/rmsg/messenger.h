@@ -172,6 +172,14 @@ struct MessengerOptions {
   // (counted as msg.route.evicted). Accepted connections in their handshake otherwise
   // count against the ConnectionManager's max_connections.
   std::size_t max_accepts_waiting = 256;
+  // ConnectionManagerOptions::max_connections of each loop's manager (0: no bound): the
+  // connections it made or accepted and has not released. Over several loops a TCP
+  // connection counts against the manager that accepted it (loop 0's, the listener's)
+  // until it is released on whichever loop owns its peer, so it bounds every accepted TCP
+  // connection of the messenger; an RDMA one counts against the owner's manager (routed
+  // accepts are admitted there). Over the bound an accepted TCP connection is reset at
+  // once, an RDMA connect request rejected; the peer's session retries after backoff.
+  std::size_t max_connections = 0;
   // Bytes written to a connection and not yet accepted by its stream, past which no more
   // messages are taken from the queue (the stream's backpressure reaches the queue).
   std::size_t write_buffer = std::size_t{256} << 10;
@@ -235,10 +243,12 @@ class Messenger {
   Result<void> send(NodeId peer, std::vector<std::byte> payload, ServiceId service = 0);
 
   // Adds a user of every session (see Services at the top): its dispatch gets the messages
-  // sent to `service`, its on_event every session event. Any thread; from a thread other
-  // than a loop's it takes effect on that loop a little later (a message that arrives
-  // first is dropped as unknown_service): attach before the peers talk to it. Errors:
-  // Errc::invalid_argument (service 0, which is create()'s; no dispatch; attached already).
+  // sent to `service`, its on_event every session event. Any thread. Every message for
+  // `service` that a loop reads after this call returned reaches the dispatch (a loop the
+  // posted attach has not reached yet takes the user from the messenger's record); from
+  // a thread other than a loop's, session events reach it once the posted attach did.
+  // Errors: Errc::invalid_argument (service 0, which is create()'s; no dispatch; attached
+  // already).
   Result<void> attach(ServiceId service, DispatchCallback dispatch, EventCallback on_event = {});
   // Removes a user; from a foreign thread, its callbacks may still run on a loop until the
   // removal reaches it (hold weak references in them).
@@ -263,11 +273,15 @@ class Messenger {
   // Lanes: bulk messages are delivered in the order sent; a priority message may overtake
   // bulk messages sent before it (it waits behind at most one chunk of fragment_size), and
   // priority messages keep their order among themselves. Meant for small messages: acks of
-  // the application, RPC replies, cancels and small calls.
+  // the application, RPC replies, cancels and small calls. Bulk keeps a share: while bulk
+  // has a chunk to send, one goes after every 64 KiB of priority chunks (each counted as
+  // its bytes + 4 KiB: 16 small messages), so a priority lane that never empties cannot
+  // hold bulk back (docs/messenger.md, Flow control).
   // A send() refused with resource_exhausted starts a refusal episode: once the session's
   // queue (and the messenger's) is at or below half its bounds, one SessionEvent::writable
   // for that peer ends it (once per episode; never without a refusal before). A refusal on
-  // a foreign thread counts the same; the event runs on the peer's loop. The send()s with
+  // a foreign thread counts the same, also for a peer that has no session yet (refused by
+  // the messenger-wide bound); the event runs on the peer's loop. The send()s with
   // SendOptions are callable from any thread; send_tracked is loop-thread-only.
   enum class Lane : std::uint8_t { bulk = 0, priority = 1 };
   struct SendOptions {

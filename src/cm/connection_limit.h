@@ -7,9 +7,12 @@
 // count includes lingering connections and no lease depends on the caller's handle.
 //
 // Plain logic, no I/O. A lease may outlive the limit (a stream kept after its manager
-// went): it then counts nothing. Loop-thread-only, like the manager.
+// went): it then counts nothing. try_take() is loop-thread-only, like the manager; a lease
+// may be released on any thread (a messenger over several loops moves accepted TCP
+// sockets, with their leases, to the loop that owns their peer), so the count is atomic.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -24,17 +27,18 @@ class ConnectionLimit {
 
   // A lease, or null when `max` leases are held already.
   Lease try_take() {
-    if (max_ != 0 && state_->live >= max_) return nullptr;
-    ++state_->live;
+    // Only this thread adds, so the check cannot be overtaken (releases only lower it).
+    if (max_ != 0 && state_->live.load(std::memory_order_acquire) >= max_) return nullptr;
+    state_->live.fetch_add(1, std::memory_order_relaxed);
     return std::make_shared<Token>(state_);
   }
 
-  std::size_t live() const noexcept { return state_->live; }
+  std::size_t live() const noexcept { return state_->live.load(std::memory_order_acquire); }
   std::size_t max() const noexcept { return max_; }
 
  private:
   struct State {
-    std::size_t live = 0;
+    std::atomic<std::size_t> live{0};
   };
   struct Token {
     explicit Token(const std::shared_ptr<State>& s) : state(s) {}
@@ -43,7 +47,7 @@ class ConnectionLimit {
     Token(Token&&) = delete;
     Token& operator=(Token&&) = delete;
     ~Token() {
-      if (auto s = state.lock()) --s->live;
+      if (auto s = state.lock()) s->live.fetch_sub(1, std::memory_order_release);
     }
     std::weak_ptr<State> state;
   };

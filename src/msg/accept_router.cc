@@ -86,6 +86,7 @@ AcceptRouter::~AcceptRouter() {
 
 void AcceptRouter::take(Stream stream) {
   auto* tcp = detail::StreamAccess::as<tcp::TcpStream>(stream);
+  Lease lease = tcp != nullptr ? tcp->take_lease() : nullptr;
   const int fd = tcp != nullptr ? tcp->release_fd() : -1;
   if (fd < 0) {  // not a TCP socket (a test's stream): it cannot be moved, so it goes
     unroutable_.add_owned();
@@ -100,6 +101,7 @@ void AcceptRouter::take(Stream stream) {
   }
   Pending& p = pending_[fd];
   p.watch = *w;
+  p.lease = std::move(lease);
   p.serial = next_serial_++;
   order_.emplace_back(fd, p.serial);
   if (order_.size() > 2 * pending_.size() + 64) {  // stale entries outnumber the live
@@ -115,19 +117,24 @@ void AcceptRouter::take(Stream stream) {
 void AcceptRouter::on_readable(int fd) {
   const ssize_t n = ::recv(fd, buf_.data(), buf_.size(), MSG_PEEK | MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-  if (n <= 0) return finish(fd, &closed_);
+  if (n <= 0) {
+    finish(fd, &closed_);
+    return;
+  }
   const HelloPeek p = peek_hello({buf_.data(), static_cast<std::size_t>(n)});
   switch (p.verdict) {
     case HelloPeek::Verdict::malformed:
-      return finish(fd, &malformed_);
+      finish(fd, &malformed_);
+      return;
     case HelloPeek::Verdict::need_more:
       set_lowat(fd, p.need);
       return;
-    case HelloPeek::Verdict::node:
+    case HelloPeek::Verdict::node: {
       set_lowat(fd, 1);
-      finish(fd, nullptr);
-      handoff_(p.node, fd);
+      Lease lease = finish(fd, nullptr);
+      handoff_(p.node, fd, std::move(lease));
       return;
+    }
   }
 }
 
@@ -147,18 +154,20 @@ void AcceptRouter::evict_oldest() {
   }
 }
 
-void AcceptRouter::finish(int fd, Counter* why) {
+AcceptRouter::Lease AcceptRouter::finish(int fd, Counter* why) {
   auto it = pending_.find(fd);
-  if (it == pending_.end()) return;
+  if (it == pending_.end()) return nullptr;
   loop_.unwatch(it->second.watch);
   if (it->second.timer != 0) loop_.cancel_timer(it->second.timer);
+  Lease lease = std::move(it->second.lease);
   pending_.erase(it);
   if (why == nullptr) {
     routed_.add_owned();
-    return;
+    return lease;
   }
   why->add_owned();
   ::close(fd);
+  return nullptr;  // released with the socket
 }
 
 }  // namespace rmsg::msg

@@ -13,6 +13,10 @@
 // sockets would otherwise hold a descriptor each for the handshake timeout): one more
 // closes the one that has waited longest (msg.route.evicted). A real connector writes its
 // banner and hello with its connect, so it waits least and is the last one evicted.
+// The listener's ConnectionManager counts every accepted socket against its
+// max_connections (a lease): the router keeps that lease with the socket while it waits
+// and hands it on with it, so a routed connection counts until it is released on whichever
+// loop it ends up (the lease is released there; connection_limit.h).
 //
 // Threading: loop 0's thread (the listener's).
 #pragma once
@@ -21,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <utility>
@@ -47,8 +52,10 @@ std::size_t peek_hello_cap() noexcept;
 
 class AcceptRouter {
  public:
-  // `handoff` gets the socket (a connected, non-blocking fd it now owns) and the peer.
-  using Handoff = std::function<void(NodeId peer, int fd)>;
+  // `handoff` gets the socket (a connected, non-blocking fd it now owns), the peer, and the
+  // socket's lease (the listener's count of it; empty without one), to hold while it lives.
+  using Lease = std::shared_ptr<void>;
+  using Handoff = std::function<void(NodeId peer, int fd, Lease lease)>;
   AcceptRouter(EventLoop& loop, Duration timeout, std::size_t max_waiting, CounterSet& counters,
                Handoff handoff);
   AcceptRouter(const AcceptRouter&) = delete;
@@ -67,9 +74,12 @@ class AcceptRouter {
     WatchId watch = 0;
     TimerId timer = 0;
     std::uint64_t serial = 0;  // order of arrival (order_)
+    Lease lease;               // dropped with the socket, or handed on with it
   };
   void on_readable(int fd);
-  void finish(int fd, Counter* why);  // why null: handed on
+  // Stops watching `fd` and closes it (counted as `why`), or, why null, returns its lease
+  // for the handoff.
+  Lease finish(int fd, Counter* why);
   void evict_oldest();
   bool current(const std::pair<int, std::uint64_t>& entry) const;
 

@@ -39,17 +39,20 @@ class Admission {
     return *b;
   }
   // Reserves one message of n bytes in `peer`'s budget and the total; false (nothing
-  // reserved; a refusal episode starts, as for OutQueue::push) when either is full.
+  // reserved; a refusal episode starts, as for OutQueue::push) when either is full, with
+  // *episode_started (when given) true for the refusal that started the episode.
   // OutQueue::push_reserved takes it over.
-  bool try_reserve(std::uint64_t peer, std::size_t n) {
+  bool try_reserve(std::uint64_t peer, std::size_t n, bool* episode_started = nullptr) {
     QueueBudget& s = session(peer);
     if (!s.try_reserve(n)) {
-      note_refused(s, total_);
+      const bool started = note_refused(s, total_);
+      if (episode_started != nullptr) *episode_started = started;
       return false;
     }
     if (total_.try_reserve(n)) return true;
     s.release(1, n);
-    note_refused(s, total_);
+    const bool started = note_refused(s, total_);
+    if (episode_started != nullptr) *episode_started = started;
     return false;
   }
   // Gives back a reservation that was never pushed (the shard went away first).

@@ -62,16 +62,27 @@ class ManagerStreams final : public StreamFactory {
   std::uint64_t affinity_ = 0;  // the messenger's node id, sent with every RDMA connect
 };
 
-}  // namespace
-
-Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop) {
+Result<std::unique_ptr<StreamFactory>> make_streams(EventLoop& loop, std::size_t max_connections) {
   // ConnectionManagerOptions::deferred_teardown and spares would keep a failover's
   // teardown and the probe's build off the switch (docs/perf.md, Failover), but are not
   // turned on here yet: with them on, one CI run of the two-host test hung in
   // rdma_destroy_id (rxe's wait for a DREQ that cannot leave), not yet explained.
-  auto cm = ConnectionManager::create(loop);
+  ConnectionManagerOptions options;
+  options.max_connections = max_connections;
+  auto cm = ConnectionManager::create(loop, options);
   if (!cm) return cm.error();
   return std::unique_ptr<StreamFactory>(std::make_unique<ManagerStreams>(std::move(cm).value()));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop) {
+  return make_streams(loop, 0);
+}
+
+std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)> manager_streams(
+    const MessengerOptions& options) {
+  return [max = options.max_connections](EventLoop& loop) { return make_streams(loop, max); };
 }
 
 }  // namespace rmsg

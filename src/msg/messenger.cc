@@ -96,7 +96,7 @@ Result<std::unique_ptr<Messenger>> Messenger::create(std::span<EventLoop* const>
                                                      const MessengerOptions& options,
                                                      DispatchCallback dispatch,
                                                      EventCallback on_event) {
-  return MessengerAccess::create(loops, options, make_manager_stream_factory, std::move(dispatch),
+  return MessengerAccess::create(loops, options, manager_streams(options), std::move(dispatch),
                                  std::move(on_event));
 }
 

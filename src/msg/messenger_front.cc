@@ -7,6 +7,7 @@
 
 #include "msg/accept_router.h"
 #include "msg/front_sync.h"
+#include "tcp/tcp_linger.h"
 #include "tcp/tcp_stream.h"
 
 namespace rmsg {
@@ -59,7 +60,9 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
           (*holder)->dispatch(from, service, payload);
         },
         [holder](ShardEvent e) { (*holder)->event(std::move(e)); }, front->admission_);
-    *holder = std::make_shared<msg::ServiceTable>(impl->counters_.counter("msg.unknown_service"));
+    *holder = std::make_shared<msg::ServiceTable>(
+        impl->counters_.counter("msg.unknown_service"),
+        [f = front.get()](ServiceId service) { return f->attached_user(service); });
     (*holder)->attach(0, {dispatch, on_event});
     front->shards_.push_back(Shard{l, std::move(impl), *holder});
   }
@@ -140,9 +143,15 @@ Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> 
     return make_error_code(Errc::closed);
   }
   const std::size_t n = payload.size();
-  if (!admission_->try_reserve(peer, n)) {
-    // The same episode as a refusal on the loop: SessionEvent::writable follows there.
+  bool episode_started = false;
+  if (!admission_->try_reserve(peer, n, &episode_started)) {
+    // The same episode as a refusal on the loop: SessionEvent::writable follows there. The
+    // owner hears of it (once per episode): a peer with no session there yet is in no
+    // session's sweep, and the room may have come before the refusal was noted.
     sh.impl->counters_.counter("msg.send_refused").add();
+    if (episode_started) {
+      run_on(owner(peer), [peer](Shard& s) { s.impl->refused_elsewhere(peer); });
+    }
     return make_error_code(Errc::resource_exhausted);
   }
   std::weak_ptr<Messenger::Impl> weak = sh.impl;
@@ -172,7 +181,9 @@ Result<void> Messenger::Front::attach(ServiceId service, DispatchCallback dispat
   if (service == 0 || !dispatch) return make_error_code(Errc::invalid_argument);
   {
     const std::lock_guard lock(services_mu_);
-    if (!attached_.insert(service).second) return make_error_code(Errc::invalid_argument);
+    if (!attached_.emplace(service, msg::ServiceTable::User{dispatch, on_event}).second) {
+      return make_error_code(Errc::invalid_argument);
+    }
   }
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     run_on(i, [service, dispatch, on_event](Shard& s) {
@@ -180,6 +191,13 @@ Result<void> Messenger::Front::attach(ServiceId service, DispatchCallback dispat
     });
   }
   return {};
+}
+
+std::optional<msg::ServiceTable::User> Messenger::Front::attached_user(ServiceId service) {
+  const std::lock_guard lock(services_mu_);
+  auto it = attached_.find(service);
+  if (it == attached_.end()) return std::nullopt;
+  return it->second;
 }
 
 void Messenger::Front::detach(ServiceId service) {
@@ -202,7 +220,9 @@ Result<std::string> Messenger::Front::listen(const SocketAddress& address,
     router_ = std::make_unique<msg::AcceptRouter>(
         *first.loop, options_.handshake_timeout, options_.max_accepts_waiting,
         first.impl->counters_,
-        [this, tcp = params.tcp](NodeId peer, int fd) { hand_over(owner(peer), fd, tcp); });
+        [this, tcp = params.tcp](NodeId peer, int fd, std::shared_ptr<void> lease) {
+          hand_over(owner(peer), fd, tcp, std::move(lease));
+        });
   }
   msg::AcceptRouter* router = router_.get();
   auto l = first.impl->streams_->listen(address, params,
@@ -233,13 +253,19 @@ Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address
   return bound;
 }
 
-void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp) {
+void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp,
+                                 std::shared_ptr<void> lease) {
   Shard& sh = shards_[i];
-  if (sh.loop->in_loop_thread()) return sh.impl->on_accepted(tcp::make_stream(*sh.loop, fd, tcp));
+  if (sh.loop->in_loop_thread()) {
+    Stream s = tcp::make_stream(*sh.loop, fd, tcp);
+    tcp::hold_lease(s, std::move(lease));
+    return sh.impl->on_accepted(std::move(s));
+  }
   std::weak_ptr<Messenger::Impl> weak = sh.impl;
   EventLoop* loop = sh.loop;
-  sh.loop->post([weak, loop, fd, tcp] {
+  sh.loop->post([weak, loop, fd, tcp, lease = std::move(lease)]() mutable {
     Stream s = tcp::make_stream(*loop, fd, tcp);  // closes the socket if the shard is gone
+    tcp::hold_lease(s, std::move(lease));         // released with it, on this loop
     if (auto self = weak.lock()) self->on_accepted(std::move(s));
   });
 }

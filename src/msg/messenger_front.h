@@ -11,9 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <vector>
 
 #include "msg/admission.h"
@@ -77,15 +78,19 @@ class Messenger::Front {
   void detach(ServiceId service);
   // Several loops over RDMA: StreamFactory::listen_routed (owner() routes by affinity).
   Result<std::string> listen_routed(const SocketAddress& address, const ConnectionParams& params);
-  // An accepted TCP socket to shard i, wrapped there (AcceptRouter's handoff).
-  void hand_over(std::size_t i, int fd, const TcpOptions& tcp);
+  // An accepted TCP socket to shard i, wrapped there with its lease (AcceptRouter's
+  // handoff: the listener's manager counts it until the stream there is released).
+  void hand_over(std::size_t i, int fd, const TcpOptions& tcp, std::shared_ptr<void> lease);
 
   MessengerOptions options_;
   std::shared_ptr<msg::Admission> admission_;
   std::vector<Shard> shards_;
   std::unique_ptr<msg::AcceptRouter> router_;  // loop 0's; several loops over TCP only
+  // attach()'s users, for its synchronous answer and for a shard that gets a message for
+  // one before the posted attach reached it (attached_user).
+  std::optional<msg::ServiceTable::User> attached_user(ServiceId service);
   std::mutex services_mu_;
-  std::set<ServiceId> attached_;  // attach()'s ids, for its synchronous answer
+  std::map<ServiceId, msg::ServiceTable::User> attached_;
   std::atomic<bool> draining_{false};
   std::unique_ptr<std::atomic<bool>[]> sweep_pending_;  // per shard
 };

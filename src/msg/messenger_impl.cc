@@ -77,7 +77,8 @@ void Messenger::Impl::mark_down(NodeId peer) {
     session_cache_peer_ = 0;
     session_cache_ = nullptr;
   }
-  sessions_.erase(peer);
+  sessions_.erase(peer);  // its queue gives its share of the budgets back
+  note_total_room();
   check_drained();
 }
 

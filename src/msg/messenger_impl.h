@@ -161,6 +161,14 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   std::optional<Messenger::Ticket> send_reserved(NodeId peer, std::vector<std::byte> payload,
                                                  const Messenger::SendOptions& options);
   bool withdraw(NodeId peer, Messenger::Ticket ticket);
+  // A send to `peer` refused on another thread started a refusal episode (once per
+  // episode): its session, or, with none yet, the shard's list of such peers, ends it with
+  // SessionEvent::writable once the budgets have room (sweep_refused_without_session).
+  void refused_elsewhere(NodeId peer);
+  void sweep_refused_without_session();
+  // The messenger-wide budget may have room without an ack (a session dropped or reset):
+  // ends the episodes that waited for it, here and (posted) on the other loops.
+  void note_total_room();
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
   // messenger_drain.cc: the graceful shutdown.
@@ -307,6 +315,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // Set by the front: asks every other shard to sweep_writable() on its loop (the total
   // budget is shared, so an ack here may end an episode there).
   std::function<void()> on_total_room_;
+  // Peers of this shard in a refusal episode that have no session (refused_elsewhere):
+  // one entry per episode, so at most one per peer.
+  std::vector<NodeId> refused_without_session_;
 };
 
 }  // namespace rmsg

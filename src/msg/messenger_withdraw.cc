@@ -1,5 +1,8 @@
 // Messenger::Impl::send_tracked (send() too) and withdraw: what RPC needs to keep an expired or
-// cancelled request out of a replay (docs/messenger.md, RPC).
+// cancelled request out of a replay (docs/messenger.md, RPC). And the refusals of sends on
+// other threads (refused_elsewhere): their SessionEvent::writable, a peer with no session
+// included (docs/messenger.md, Flow control).
+#include <algorithm>
 #include <utility>
 
 #include "msg/messenger_impl.h"
@@ -49,6 +52,45 @@ std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(
     want_connection(s);
   }
   return ticket;
+}
+
+void Messenger::Impl::refused_elsewhere(NodeId peer) {
+  if (Session* s = find_session(peer)) {
+    // Its acks may have made room before the refusal was noted: no later sweep would come.
+    if (s->out->take_writable()) emit(SessionEvent{SessionEvent::Kind::writable, peer, {}, {}, {}});
+    return;
+  }
+  if (std::find(refused_without_session_.begin(), refused_without_session_.end(), peer) ==
+      refused_without_session_.end()) {
+    refused_without_session_.push_back(peer);
+  }
+  sweep_refused_without_session();
+}
+
+void Messenger::Impl::sweep_refused_without_session() {
+  std::erase_if(refused_without_session_, [this](NodeId peer) {
+    // A session made meanwhile shares the peer's budget, so its queue ends the episode.
+    if (Session* s = find_session(peer)) {
+      if (s->out->take_writable()) {
+        emit(SessionEvent{SessionEvent::Kind::writable, peer, {}, {}, {}});
+      }
+      return true;
+    }
+    msg::QueueBudget& budget = admission_->session(peer);
+    if (!budget.refused.load(std::memory_order_acquire)) return true;  // ended elsewhere
+    if (!msg::end_episode_with_room(budget, admission_->total())) return false;
+    emit(SessionEvent{SessionEvent::Kind::writable, peer, {}, {}, {}});
+    return true;
+  });
+}
+
+void Messenger::Impl::note_total_room() {
+  msg::QueueBudget& total = admission_->total();
+  if (total.refused_queues.load(std::memory_order_acquire) == 0 || !total.below_half()) return;
+  sweep_writable();
+  if (total.refused_queues.load(std::memory_order_acquire) != 0 && on_total_room_) {
+    on_total_room_();
+  }
 }
 
 bool Messenger::Impl::withdraw(NodeId peer, Messenger::Ticket ticket) {

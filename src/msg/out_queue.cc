@@ -70,7 +70,24 @@ Chunk OutQueue::chunk_of(const OutMessage& m) const noexcept {
                .replay = m.ever_sent};
 }
 
+std::optional<Chunk> OutQueue::bulk_share() const noexcept {
+  const std::size_t b = lane_index(Lane::bulk);
+  if (partial_[b] != 0) return chunk_of(q_[static_cast<std::size_t>(partial_[b] - q_.front().seq)]);
+  // Only ahead of every priority message not yet started: the receiver lets only the
+  // priority lane skip numbers (reassembly.h), and the queue is in number order.
+  const std::size_t i = cursor_[b];
+  if (i < q_.size() && i < cursor_[lane_index(Lane::priority)] && admits(q_[i])) {
+    return chunk_of(q_[i]);
+  }
+  return std::nullopt;
+}
+
 std::optional<Chunk> OutQueue::next() const noexcept {
+  // The priority lane spent its credit (the bulk lane's share, out_queue.h): a bulk chunk
+  // that may go goes first. One comparison per chunk otherwise.
+  if (credit_ <= 0) [[unlikely]] {
+    if (std::optional<Chunk> c = bulk_share()) return c;
+  }
   for (const Lane lane : {Lane::priority, Lane::bulk}) {
     const std::size_t l = lane_index(lane);
     if (partial_[l] != 0)
@@ -87,6 +104,11 @@ void OutQueue::mark_written() noexcept {
 void OutQueue::mark_written(const Chunk& c) noexcept {
   const std::size_t l = lane_index(c.lane);
   OutMessage& m = q_[static_cast<std::size_t>(c.seq - q_.front().seq)];
+  if (c.lane == Lane::bulk) {
+    credit_ = full_credit();
+  } else if (credit_ > 0) {
+    credit_ -= static_cast<std::int64_t>(c.bytes.size() + limits_.chunk_charge);
+  }
   if (c.first) {
     m.started = true;
     ++started_;
@@ -116,6 +138,7 @@ void OutQueue::rewind() noexcept {
   started_ = 0;
   inflight_bytes_ = 0;
   partial_ = {};
+  credit_ = full_credit();
   for (const Lane lane : {Lane::priority, Lane::bulk}) {
     cursor_[lane_index(lane)] = next_in_lane(0, lane);
   }
@@ -184,12 +207,12 @@ Handback OutQueue::take_all() {
   partial_ = {};
   started_ = 0;
   inflight_bytes_ = 0;
+  credit_ = full_credit();
   return h;
 }
 
 bool OutQueue::take_writable() noexcept {
-  if (!refused() || !session_->below_half() || !budget_->below_half()) return false;
-  return end_episode();
+  return end_episode_with_room(*session_, *budget_);
 }
 
 bool OutQueue::end_episode() noexcept {

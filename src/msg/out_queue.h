@@ -10,9 +10,14 @@
 // bulk or priority. A message larger than `fragment_size` goes out as several chunks (one
 // frame each, all carrying its number). next() prefers the priority lane: a priority
 // message starts (or continues) before the next chunk of a bulk message, so a small
-// priority message waits behind at most one chunk. Within a lane messages start in number
-// order and a message's chunks are consecutive; a lane has at most one message partly
-// written. rewind() (the connection was lost) restarts every message from its first chunk;
+// priority message waits behind at most one chunk. The bulk lane's share: while bulk has
+// a chunk that may go, priority chunks spend a credit (`priority_credit`, each chunk its
+// bytes plus `chunk_charge`); once it is spent, one bulk chunk goes first and the credit
+// starts again, so a priority lane that never empties cannot hold bulk back for good. A
+// bulk message starts that way only ahead of every priority message not yet started (the
+// receiver's rule: only the priority lane skips numbers). Within a lane messages start in
+// number order and a message's chunks are consecutive; a lane has at most one message
+// partly written. rewind() (the connection was lost) restarts every message from its first chunk;
 // ack() drops messages off the front (a partly written one too: the receiver already has
 // it and drops the rest of its chunks).
 //
@@ -112,11 +117,24 @@ struct QueueBudget {
 };
 
 // Starts a refusal episode of the peer whose budget is `session` (any thread; once per
-// episode however many sends are refused).
-inline void note_refused(QueueBudget& session, QueueBudget& total) noexcept {
-  if (!session.refused.exchange(true, std::memory_order_acq_rel)) {
-    total.refused_queues.fetch_add(1, std::memory_order_acq_rel);
+// episode however many sends are refused). True for the refusal that started it.
+inline bool note_refused(QueueBudget& session, QueueBudget& total) noexcept {
+  if (session.refused.exchange(true, std::memory_order_acq_rel)) return false;
+  total.refused_queues.fetch_add(1, std::memory_order_acq_rel);
+  return true;
+}
+
+// Ends the refusal episode of the peer whose budget is `session` once it and `total` are at
+// or below half their bounds: true once per episode (SessionEvent::writable is due).
+inline bool end_episode_with_room(QueueBudget& session, QueueBudget& total) noexcept {
+  if (!session.refused.load(std::memory_order_acquire) || !session.below_half() ||
+      !total.below_half()) {
+    return false;
   }
+  // exchange: a refusal on another thread may start the episode again right after.
+  if (!session.refused.exchange(false, std::memory_order_acq_rel)) return false;
+  total.refused_queues.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
 }
 
 struct QueueLimits {
@@ -125,6 +143,11 @@ struct QueueLimits {
   std::size_t window_messages = 1024;                 // started and not acknowledged
   std::size_t window_bytes = std::size_t{16} << 20;   // of those, bulk payload bytes
   std::size_t fragment_size = std::size_t{64} << 10;  // chunk size; 0: never split
+  // The bulk lane's share (see the top): priority bytes (plus chunk_charge per chunk)
+  // written while a bulk chunk waits, after which that bulk chunk goes. The defaults give
+  // one bulk chunk per 16 small priority messages, or per 64 KiB of larger ones.
+  std::size_t priority_credit = std::size_t{64} << 10;
+  std::size_t chunk_charge = std::size_t{4} << 10;
 };
 
 struct OutMessage {
@@ -175,7 +198,8 @@ class OutQueue {
         budget_(&budget),
         own_{limits.max_messages, limits.max_bytes},
         session_(session != nullptr ? session : &own_),
-        pool_(pool) {}
+        pool_(pool),
+        credit_(full_credit()) {}
   OutQueue(const OutQueue&) = delete;
   OutQueue& operator=(const OutQueue&) = delete;
   OutQueue(OutQueue&&) = delete;
@@ -230,6 +254,10 @@ class OutQueue {
   std::size_t lane_index(Lane lane) const noexcept { return static_cast<std::size_t>(lane); }
   std::size_t next_in_lane(std::size_t from, Lane lane) const noexcept;
   bool admits(const OutMessage& m) const noexcept;
+  std::optional<Chunk> bulk_share() const noexcept;  // the bulk chunk that may go, if any
+  std::int64_t full_credit() const noexcept {
+    return static_cast<std::int64_t>(limits_.priority_credit);
+  }
   Chunk chunk_of(const OutMessage& m) const noexcept;
   void drop_payload(OutMessage& m) noexcept;
   void drop_front();
@@ -251,6 +279,7 @@ class OutQueue {
   std::size_t started_ = 0;                   // messages started on this connection
   std::size_t bytes_ = 0;
   std::size_t inflight_bytes_ = 0;  // bulk payload bytes of the started messages
+  std::int64_t credit_;             // the priority lane's, until a bulk chunk goes (top)
   Seq next_seq_ = 1;
   Seq acked_ = 0;
   Seq highest_written_ = 0;

@@ -199,7 +199,8 @@ Result<std::unique_ptr<RpcEndpoint>> RpcEndpoint::create(EventLoop& loop, const 
 Result<std::unique_ptr<RpcEndpoint>> RpcEndpoint::create(std::span<EventLoop* const> loops,
                                                          const RpcOptions& options,
                                                          Messenger::EventCallback on_event) {
-  auto f = Front::create_owned(loops, options, make_manager_stream_factory, std::move(on_event));
+  auto f =
+      Front::create_owned(loops, options, manager_streams(options.messenger), std::move(on_event));
   if (!f) return f.error();
   return std::unique_ptr<RpcEndpoint>(new RpcEndpoint(std::move(f).value()));
 }

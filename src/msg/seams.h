@@ -50,8 +50,11 @@ class StreamFactory {
   virtual void set_affinity([[maybe_unused]] std::uint64_t affinity) {}
 };
 
-// The ConnectionManager's streams (what Messenger::create uses).
+// The ConnectionManager's streams (what Messenger::create uses): one manager per loop,
+// with `options`' max_connections.
 Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop);
+std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)> manager_streams(
+    const MessengerOptions& options);
 
 struct MessengerAccess {
   static Result<std::unique_ptr<Messenger>> create(EventLoop& loop, const MessengerOptions& options,

@@ -19,6 +19,11 @@ void ServiceTable::detach(ServiceId service) {
 
 void ServiceTable::dispatch(NodeId from, ServiceId service, std::span<const std::byte> payload) {
   auto it = users_.find(service);
+  if (it == users_.end() && late_) {  // attached on another thread, not posted here yet?
+    if (std::optional<User> user = late_(service)) {
+      it = users_.emplace(service, std::make_unique<const User>(std::move(*user))).first;
+    }
+  }
   if (it == users_.end() || !it->second->dispatch) {
     unknown_.add_owned();
     return;

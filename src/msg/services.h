@@ -5,12 +5,18 @@
 // Threading: the shard's loop thread only (the messenger front applies attach/detach there).
 // Callbacks may attach or detach users, including themselves: a user detached while a
 // callback runs is kept until the outermost callback returned (no reference counting per
-// message).
+// message). A message for a service this table does not know asks `late` (the front's
+// record of attach() calls, any thread's, under its lock) before it counts as unknown: an
+// attach() made on another thread that has not reached this loop yet takes effect for it
+// at once (the posted attach then finds it there). Only that path pays for the lock.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "msg/messenger_impl.h"
@@ -26,7 +32,11 @@ class ServiceTable {
     Messenger::EventCallback on_event;
   };
 
-  explicit ServiceTable(Counter& unknown) noexcept : unknown_(unknown) {}
+  // The user attached to `service` now, if any (the front's record; any thread).
+  using Late = std::function<std::optional<User>(ServiceId service)>;
+
+  explicit ServiceTable(Counter& unknown, Late late = {}) noexcept
+      : unknown_(unknown), late_(std::move(late)) {}
 
   // False when `service` is attached already.
   bool attach(ServiceId service, User user);
@@ -50,6 +60,7 @@ class ServiceTable {
   };
 
   Counter& unknown_;
+  Late late_;
   std::map<ServiceId, std::unique_ptr<const User>> users_;
   std::vector<std::unique_ptr<const User>> gone_;
   int running_ = 0;

@@ -63,6 +63,7 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
          std::move(h.unknown_services), std::move(h.unsent_services));
   }
   if (refused) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
+  note_total_room();  // the handback gave the messenger-wide budget back
   check_drained();
 }
 

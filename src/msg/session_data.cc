@@ -104,6 +104,7 @@ void Messenger::Impl::sweep_writable() {
       emit(SessionEvent{SessionEvent::Kind::writable, other->peer, {}, {}, {}});
     }
   }
+  if (!refused_without_session_.empty()) sweep_refused_without_session();
 }
 
 void Messenger::Impl::pump(Session& s) {

@@ -58,6 +58,9 @@ class TcpStream final : public StreamImpl {
   // Held until the connection is released: close(), or the end of the linger that close()
   // starts (a connection manager's count of live connections, tcp_linger.h).
   void hold_lease(std::shared_ptr<void> lease) { lease_ = std::move(lease); }
+  // Hands the lease over (before release_fd(): a socket moved to another loop keeps
+  // counting where it goes).
+  std::shared_ptr<void> take_lease() noexcept { return std::move(lease_); }
 
  private:
   // One readiness direction: its callback and its arming (see the top of this file).

@@ -168,6 +168,32 @@ TEST(OutQueueLanes, TheTotalBudgetEndsEpisodesOfOtherQueues) {
   EXPECT_EQ(admission.total().refused_queues, 0u);
 }
 
+// The bulk lane's share: a priority lane that never empties spends its credit (each chunk
+// its bytes + chunk_charge), then one bulk chunk goes; a bulk message starts that way only
+// ahead of every priority message not yet started.
+TEST(OutQueueLanes, PriorityThatNeverEmptiesLeavesBulkItsShare) {
+  QueueBudget budget{100, 1000};
+  const QueueLimits limits{.fragment_size = 10, .priority_credit = 30, .chunk_charge = 5};
+  OutQueue q(limits, budget);
+  ASSERT_EQ(q.push(bytes(35)).value(), 1u);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(q.push(bytes(5), Lane::priority).ok());
+  std::vector<Seq> order;
+  while (q.next()) order.push_back(write_one(q).seq);
+  // 3 priority chunks of 5 (+5) spend the 30, then one chunk of 1; its last one too.
+  const std::vector<Seq> want{2,  3,  4,  1, 5,  6,  7,  1,  8,  9,  10, 1,
+                              11, 12, 13, 1, 14, 15, 16, 17, 18, 19, 20, 21};
+  EXPECT_EQ(order, want);
+
+  OutQueue r(limits, budget);  // priority 1..5 queued before bulk 6, 7..12 after it
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(r.push(bytes(5), Lane::priority).ok());
+  ASSERT_EQ(r.push(bytes(25)).value(), 6u);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(r.push(bytes(5), Lane::priority).ok());
+  order.clear();
+  while (r.next()) order.push_back(write_one(r).seq);
+  // 6 waits for 4 and 5 (older, not started) although the credit is spent.
+  EXPECT_EQ(order, (std::vector<Seq>{1, 2, 3, 4, 5, 6, 7, 8, 9, 6, 10, 11, 12, 6}));
+}
+
 // The receiver's rules, fed by hand.
 struct Rx {
   InState in{AckPolicy{}};
@@ -243,7 +269,13 @@ TEST(FlowLogic, RandomScheduleDeliversEachOnceInLaneOrder) {
   std::mt19937_64 rng(20261201);
   for (int round = 0; round < 40; ++round) {
     QueueBudget budget{10000, 1 << 24};
-    OutQueue q({.window_messages = 8, .window_bytes = 200, .fragment_size = 16}, budget);
+    // Odd rounds with a small priority credit: the bulk lane's share cuts in often.
+    OutQueue q({.window_messages = 8,
+                .window_bytes = 200,
+                .fragment_size = 16,
+                .priority_credit = round % 2 == 0 ? std::size_t{64} << 10 : 40,
+                .chunk_charge = 8},
+               budget);
     InState in{AckPolicy{}};
     std::optional<Reassembler> r;
     r.emplace(1000, 0);

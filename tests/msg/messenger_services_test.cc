@@ -4,6 +4,8 @@
 // connections to their loop.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "msg/accept_router.h"
 #include "msg/banner.h"
 #include "msg/frame_encoder.h"
@@ -130,6 +132,30 @@ TEST_F(MessengerServicesTest, AUserMayDetachItselfInItsDispatch) {
   ASSERT_TRUE(run([&] { return b_.node.ledger.delivered == 1; }));
   EXPECT_EQ(got, 1);
   EXPECT_EQ(b_.node.counter("msg.unknown_service"), 1u);
+}
+
+// attach() from a thread that is no loop's is posted to the loops; a message for that
+// service that a loop reads first is not dropped: the loop takes the user from the
+// messenger's record of attach() calls. Here the attach is made (from another thread)
+// inside the dispatch of the message just before, so the posted attach cannot have run.
+TEST_F(MessengerServicesTest, AnAttachFromAnotherThreadHoldsForTheNextMessageAlready) {
+  start_both();
+  Messenger* b = b_.node.m.get();
+  int got = 0;
+  ASSERT_TRUE(b->attach(8, [&](NodeId, std::span<const std::byte>) {
+                 std::thread other([&] {
+                   EXPECT_TRUE(
+                       b->attach(9, [&](NodeId, std::span<const std::byte>) { ++got; }).ok());
+                 });
+                 other.join();
+               }).ok());
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(1), 8).ok());
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(2), 9).ok());  // read with the one before
+  ASSERT_TRUE(run([&] { return a_.node.m->session_info(kB)->queued == 0; }));
+  EXPECT_EQ(got, 1);
+  EXPECT_EQ(b_.node.counter("msg.unknown_service"), 0u);
+  ASSERT_TRUE(a_.node.m->send(kB, numbered(3), 9).ok());  // the posted attach changed nothing
+  ASSERT_TRUE(run([&] { return got == 2; }));
 }
 
 std::vector<std::byte> hello_bytes(NodeId node, std::size_t ext = 0) {

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -448,6 +450,151 @@ TEST(MessengerThreads, ARefusalOnAnotherThreadEndsWithWritableOnTheOwnersLoop) {
   EXPECT_EQ(writable.count(), 1u);
   a.reset();
   b.reset();
+}
+
+// A send refused on a foreign thread because of the messenger-wide budget, for a peer that
+// has no session anywhere yet, ends with SessionEvent::writable too (on that peer's loop),
+// whether the acks that make room come on its loop or on another one.
+TEST(MessengerThreads, ARefusalForAPeerWithNoSessionEndsWithWritable) {
+  auto loops = LoopThreads::create(2).value();
+  auto peer_loop = LoopThreads::create(1).value();
+  auto b = Messenger::create(peer_loop->loop(0), opts(5), [](NodeId, std::span<const std::byte>) {
+           }).value();
+  const auto any = SocketAddress::parse("127.0.0.1:0").value();
+  const auto b_addr = b->listen(any, tcp_to("127.0.0.1:1")).value();
+  MessengerOptions o = opts(1);
+  o.total_max_messages = 8;
+  std::mutex mu;
+  std::map<NodeId, int> writable;
+  std::atomic<bool> wrong_thread{false};
+  Done two(2);
+  Messenger* a_ptr = nullptr;
+  auto a = Messenger::create(
+               loops->loops(), o, [](NodeId, std::span<const std::byte>) {},
+               [&](SessionEvent e) {
+                 if (e.kind != SessionEvent::Kind::writable) return;
+                 if (!a_ptr->loop_of(e.peer).in_loop_thread()) wrong_thread = true;
+                 {
+                   const std::lock_guard lock(mu);
+                   ++writable[e.peer];
+                 }
+                 two.one();
+               })
+               .value();
+  a_ptr = a.get();
+  NodeId same = 0;   // on 5's loop: 5's acks make the room there
+  NodeId other = 0;  // on the other loop: it hears of the room through a posted sweep
+  for (NodeId id = 6; same == 0 || other == 0; ++id) {
+    NodeId& slot = &a->loop_of(id) == &a->loop_of(5) ? same : other;
+    if (slot == 0) slot = id;
+  }
+  loops->start();
+  peer_loop->start();
+  const auto p = numbered(1);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->send(5, p).ok()) << i;  // no address yet
+  EXPECT_EQ(a->send(same, p).error(), make_error_code(Errc::resource_exhausted));
+  EXPECT_EQ(a->send(other, p).error(), make_error_code(Errc::resource_exhausted));
+  EXPECT_EQ(a->send(other, p).error(), make_error_code(Errc::resource_exhausted));  // same episode
+  ASSERT_TRUE(a->add_peer(5, tcp_to(b_addr)).ok());
+  EXPECT_TRUE(two.wait(10s));
+  for (std::size_t i = 0; i < loops->size(); ++i) loops->run_sync(i, [] {});  // events queued
+  EXPECT_FALSE(wrong_thread.load());
+  {
+    const std::lock_guard lock(mu);
+    EXPECT_EQ(writable[same], 1);
+    EXPECT_EQ(writable[other], 1);
+    EXPECT_EQ(writable[5], 0);  // never refused
+  }
+  EXPECT_TRUE(a->send(same, p).ok());
+  EXPECT_TRUE(a->send(other, p).ok());
+  a.reset();
+  b.reset();
+}
+
+// What a hub over several loops and its peers saw, shared by the loop threads and the test
+// thread, which waits on `cv` for a condition over it.
+struct Census {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::set<NodeId> open;          // the hub: sessions connected now
+  std::set<NodeId> ever;          // the hub: sessions ever connected
+  std::size_t most_open = 0;      // the hub: the most at once
+  std::map<NodeId, int> refused;  // a peer: its attempts that failed
+  void hub(const SessionEvent& e) {
+    const std::lock_guard lock(mu);
+    if (e.kind == SessionEvent::Kind::connected) {
+      open.insert(e.peer);
+      ever.insert(e.peer);
+      most_open = std::max(most_open, open.size());
+    } else if (e.kind == SessionEvent::Kind::disconnected) {
+      open.erase(e.peer);
+    }
+    cv.notify_all();
+  }
+  void peer(NodeId self, const SessionEvent& e) {
+    if (e.kind != SessionEvent::Kind::failed) return;
+    const std::lock_guard lock(mu);
+    ++refused[self];
+    cv.notify_all();
+  }
+  bool wait(const std::function<bool()>& done, Duration limit) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, limit, done);
+  }
+};
+
+// MessengerOptions::max_connections bounds the TCP connections a messenger over several
+// loops accepts, wherever the router moved them: with 3 allowed, 3 of 6 peers get in and
+// the others are reset at accept (they retry after backoff); once those 3 went, the others
+// get in.
+TEST(MessengerThreads, MaxConnectionsBoundsAcceptedConnectionsOnEveryLoop) {
+  auto loops = LoopThreads::create(3).value();
+  auto peer_loop = LoopThreads::create(1).value();
+  Census census;
+  MessengerOptions o = opts(1);
+  o.max_connections = 3;
+  auto hub = Messenger::create(
+                 loops->loops(), o, [](NodeId, std::span<const std::byte>) {},
+                 [&census](SessionEvent e) { census.hub(e); })
+                 .value();
+  const auto any = SocketAddress::parse("127.0.0.1:0").value();
+  const auto addr = hub->listen(any, tcp_to("127.0.0.1:1")).value();
+  std::set<EventLoop*> owners;
+  std::map<NodeId, std::unique_ptr<Messenger>> peers;
+  for (NodeId id = 2; id < 8; ++id) {
+    owners.insert(&hub->loop_of(id));
+    peers[id] = Messenger::create(
+                    peer_loop->loop(0), opts(id), [](NodeId, std::span<const std::byte>) {},
+                    [&census, id](SessionEvent e) { census.peer(id, e); })
+                    .value();
+  }
+  ASSERT_GE(owners.size(), 2u);  // connections routed away from loop 0
+  loops->start();
+  peer_loop->start();
+  for (auto& [id, m] : peers) {
+    ASSERT_TRUE(m->add_peer(1, tcp_to(addr)).ok());
+    ASSERT_TRUE(m->send(1, numbered(1)).ok());
+  }
+  // 3 in; each of the others refused twice at least (it retried and was refused again).
+  ASSERT_TRUE(census.wait(
+      [&] {
+        if (census.open.size() != 3) return false;
+        for (NodeId id = 2; id < 8; ++id) {
+          if (!census.ever.contains(id) && census.refused[id] < 2) return false;
+        }
+        return true;
+      },
+      10s));
+  std::set<NodeId> first;
+  {
+    const std::lock_guard lock(census.mu);
+    first = census.ever;
+  }
+  ASSERT_EQ(first.size(), 3u);
+  for (NodeId id : first) peers.erase(id);  // their connections close: the count returns
+  ASSERT_TRUE(census.wait([&] { return census.ever.size() == 6 && census.open.size() == 3; }, 10s));
+  const std::lock_guard lock(census.mu);
+  EXPECT_EQ(census.most_open, 3u);
 }
 
 // Messenger::shutdown over several loops: every shard drains its sessions (here peers on
