@@ -129,7 +129,8 @@ void OutQueue::mark_written(const Chunk& c) noexcept {
 }
 
 void OutQueue::rewind() noexcept {
-  for (OutMessage& m : q_) {
+  for (std::size_t i = 0; i < q_.size(); ++i) {
+    OutMessage& m = q_[i];
     m.started = false;
     m.sent = 0;
     m.window = 0;
@@ -188,6 +189,7 @@ Result<void> OutQueue::ack(Seq ack) {
     drop_front();
   }
   if (count > 0) release(count, freed);
+  q_.shrink_if_empty();
   acked_ = ack;
   return {};
 }
@@ -203,6 +205,7 @@ Handback OutQueue::take_all() {
     release(1, n);
     q_.pop_front();
   }
+  q_.shrink_if_empty();
   cursor_ = {};
   partial_ = {};
   started_ = 0;

@@ -38,12 +38,12 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "msg/payload_pool.h"
+#include "msg/ring.h"
 #include "msg/seq.h"
 #include "rmsg/result.h"
 
@@ -273,7 +273,7 @@ class OutQueue {
   QueueBudget own_;
   QueueBudget* session_;
   PayloadPool* pool_;
-  std::deque<OutMessage> q_;
+  Ring<OutMessage> q_;                        // msg/ring.h: index arithmetic, no deque block map
   std::array<std::size_t, kLanes> cursor_{};  // per lane: index of the next message to start
   std::array<Seq, kLanes> partial_{};         // per lane: the message partly written (0: none)
   std::size_t started_ = 0;                   // messages started on this connection
