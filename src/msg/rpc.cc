@@ -79,6 +79,7 @@ void RpcEndpoint::Impl::close() {
     if (auto st = p.weak.lock()) st->cancelled = true;
   }
   pending_.clear();
+  spare_states_.clear();
   messenger_ = nullptr;
 }
 

@@ -119,7 +119,10 @@ bool RpcEndpoint::Impl::cancel_afar(CallId id) {
 
 void RpcEndpoint::Impl::answer(std::shared_ptr<RpcResponder::State> state, msg::RpcStatus status,
                                std::uint32_t code, std::span<const std::byte> body) {
-  if (loop_.in_loop_thread()) return finish(*state, status, code, body);
+  if (loop_.in_loop_thread()) {
+    finish(*state, status, code, body);
+    return recycle(std::move(state));
+  }
   std::weak_ptr<Impl> weak = weak_from_this();
   loop_.post([weak, state = std::move(state), status, code,
               b = std::vector<std::byte>(body.begin(), body.end())] {

@@ -182,6 +182,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // pending_[key] = state, in a spare node when there is one.
   void add_pending(const msg::DedupeTable::Key& key,
                    const std::shared_ptr<RpcResponder::State>& state);
+  // A responder state for a new request: a recycled one (its endpoint already set) or a
+  // new one. recycle() takes back one answered on this loop that nothing else holds.
+  std::shared_ptr<RpcResponder::State> take_state();
+  void recycle(std::shared_ptr<RpcResponder::State> state) noexcept;
   // Counts a handler running (handlers_running_); the outermost's end frees the retired.
   struct Running {
     explicit Running(Impl& impl) noexcept : impl_(impl) { ++impl_.handlers_running_; }
@@ -215,6 +219,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   static constexpr std::size_t kSpareNodes = 64;
   std::vector<Calls::node_type> spare_calls_;
   std::vector<PendingMap::node_type> spare_pending_;
+  std::vector<std::shared_ptr<RpcResponder::State>> spare_states_;  // kSpareNodes at most
   msg::DeadlineQueue deadlines_;  // one timer for every call's deadline
   TimerId deadline_timer_ = 0;
   Clock::time_point deadline_armed_ = Clock::time_point::max();

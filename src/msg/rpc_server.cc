@@ -42,8 +42,7 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
       return;
     }
   }
-  auto state = std::make_shared<RpcResponder::State>();
-  state->endpoint = weak_from_this();
+  std::shared_ptr<RpcResponder::State> state = take_state();
   state->peer = from;
   state->id = h.id;
   state->dedupe = dedupe;
@@ -80,6 +79,26 @@ void RpcEndpoint::Impl::add_pending(const msg::DedupeTable::Key& key,
   node.key() = key;
   node.mapped() = Pending{state.get(), state};
   pending_.insert(it, std::move(node));
+}
+
+std::shared_ptr<RpcResponder::State> RpcEndpoint::Impl::take_state() {
+  if (spare_states_.empty()) {
+    auto state = std::make_shared<RpcResponder::State>();
+    state->endpoint = weak_from_this();
+    return state;
+  }
+  std::shared_ptr<RpcResponder::State> state = std::move(spare_states_.back());
+  spare_states_.pop_back();
+  state->cancelled.store(false, std::memory_order_relaxed);
+  return state;
+}
+
+void RpcEndpoint::Impl::recycle(std::shared_ptr<RpcResponder::State> state) noexcept {
+  // Only a state nobody else holds: its responder gave it up (answer() took it) and
+  // finish() cleared its pending_ entry, the one weak reference to it, so no other thread
+  // can reach it any more. A closed shard keeps none (close() would not see them go).
+  if (closed() || state.use_count() != 1 || spare_states_.size() >= kSpareNodes) return;
+  spare_states_.push_back(std::move(state));
 }
 
 void RpcEndpoint::Impl::set_method(std::uint32_t method, Method m) {

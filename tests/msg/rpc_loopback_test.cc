@@ -209,6 +209,26 @@ TEST_F(RpcLoopbackTest, CancelCompletesAtOnceAndTheServerSeesIt) {
   EXPECT_EQ(a_.ep->peer_stats(kB)->cancelled, 1u);
 }
 
+// A responder's state is recycled once answered (rpc_server.cc, take_state): the next
+// request's must not inherit the cancelled flag of a cancelled one.
+TEST_F(RpcLoopbackTest, ARecycledResponderStartsUncancelled) {
+  start_both();
+  const CallId first = call(kHold, "x").value();
+  ASSERT_TRUE(run([&] { return held_.size() == 1; }));
+  EXPECT_TRUE(a_.ep->cancel(first));
+  ASSERT_TRUE(run([&] { return held_[0].cancelled(); }));
+  held_[0].ok();
+  for (int i = 0; i < 3; ++i) {
+    const CallId next = call(kHold, "y").value();
+    ASSERT_TRUE(run([&] { return held_.size() == static_cast<std::size_t>(i) + 2; }));
+    EXPECT_FALSE(held_.back().cancelled()) << i;
+    held_.back().ok(bytes_of("fine"));
+    ASSERT_TRUE(run([&] { return completed(next); }));
+    EXPECT_FALSE(done_[next].error) << i;
+  }
+  EXPECT_EQ(b_.counter("rpc.server.reply_dropped"), 1u);
+}
+
 TEST_F(RpcLoopbackTest, OnewayMessagesArriveInOrderWithCalls) {
   start_both();
   std::vector<std::string> seen;
