@@ -76,10 +76,6 @@ Result<std::unique_ptr<StreamFactory>> make_streams(EventLoop& loop, std::size_t
 
 }  // namespace
 
-Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop) {
-  return make_streams(loop, 0);
-}
-
 std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)> manager_streams(
     const MessengerOptions& options) {
   return [max = options.max_connections](EventLoop& loop) { return make_streams(loop, max); };

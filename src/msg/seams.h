@@ -52,7 +52,6 @@ class StreamFactory {
 
 // The ConnectionManager's streams (what Messenger::create uses): one manager per loop,
 // with `options`' max_connections.
-Result<std::unique_ptr<StreamFactory>> make_manager_stream_factory(EventLoop& loop);
 std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)> manager_streams(
     const MessengerOptions& options);
 

@@ -73,36 +73,33 @@ void rdma_dump_device_counters(std::ostream& out) {
 
 namespace rdma {
 
-StreamCounters::StreamCounters(const std::string& device) : device_name_(device) {}
-
-bool StreamCounters::enroll() {
+StreamCounters::StreamCounters(const std::string& device) : device_name_(device) {
   auto& d = devices();
   std::lock_guard lock(d.mu);
   auto it = d.by_name.find(device_name_);
   if (it == d.by_name.end()) it = d.by_name.emplace(device_name_, Device{}).first;
   it->second.live.insert(this);
-  return true;
 }
 
 StreamCounters::~StreamCounters() {
   auto& d = devices();
   std::lock_guard lock(d.mu);
-  auto& dev = d.by_name.find(device_name_)->second;  // enroll() made it
+  auto& dev = d.by_name.find(device_name_)->second;  // the constructor made it
   for (const auto& [name, value] : set_.snapshot()) dev.retired[name] += value;
   dev.live.erase(this);
 }
 
-// Rare (an error, an event), possibly outside the loop's data path: an atomic add.
+// Both from the stream's loop thread, like every other count.
 void StreamCounters::wc_error(int status) {
-  if (status == IBV_WC_WR_FLUSH_ERR) return set_.counter("wc_flushed").add();
-  if (status == IBV_WC_RNR_RETRY_EXC_ERR) set_.counter("rnr_retry_exceeded").add();
+  if (status == IBV_WC_WR_FLUSH_ERR) return wc_flushed.add();
+  if (status == IBV_WC_RNR_RETRY_EXC_ERR) rnr_retry_exceeded.add();
   set_.counter(counter_name("wc_error.", ibv_wc_status_str(static_cast<ibv_wc_status>(status))))
-      .add();
+      .add_owned();
 }
 
 void StreamCounters::async_event(int type) {
   set_.counter(counter_name("async_event.", ibv_event_type_str(static_cast<ibv_event_type>(type))))
-      .add();
+      .add_owned();
 }
 
 }  // namespace rdma

@@ -14,6 +14,7 @@ namespace rmsg::rdma {
 
 class StreamCounters {
  public:
+  // Registers with the device's totals (every counter below exists by then).
   explicit StreamCounters(const std::string& device);
   StreamCounters(const StreamCounters&) = delete;
   StreamCounters& operator=(const StreamCounters&) = delete;
@@ -58,11 +59,6 @@ class StreamCounters {
   Owned idle_timeouts = owned("idle_timeouts");
   Owned wc_flushed = owned("wc_flushed");
   Owned rnr_retry_exceeded = owned("rnr_retry_exceeded");
-
- private:
-  // Registers with the device's totals; last, so that every counter above exists first.
-  bool registered_ = enroll();
-  bool enroll();
 };
 
 }  // namespace rmsg::rdma
