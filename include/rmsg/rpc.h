@@ -15,7 +15,8 @@
 // replay after a reconnect does not deliver it; a server also refuses (status timeout) a
 // request whose budget ran out before its handler would run. cancel() completes a call
 // with RpcErrc::cancelled, withdraws its request, and sends a cancel message the server
-// acts on (a pending responder sees cancelled(), and its reply is not sent).
+// acts on (a pending responder sees cancelled(), and its reply is not sent; a request
+// whose cancel overtook it is dropped unrun when it arrives: max_early_cancels).
 //
 // A session reset (the peer restarted, or forgot us) fails that peer's outstanding calls
 // with RpcErrc::session_reset: whether they ran is unknown. An application that retries a
@@ -35,10 +36,12 @@
 //     handed over whole: what only the loop can tell (the call it retries still
 //     outstanding, max_outstanding, a queue bound, a shutdown meanwhile) completes `done`
 //     with that error instead of failing call().
-//   - cancel(): any thread. On the call's loop it acts at once; elsewhere it is posted
-//     there and returns true for any id this endpoint gave out (the call completes with
-//     cancelled if it is still outstanding when the cancel arrives; `done` runs once
-//     either way).
+//   - cancel(): any thread, and exact: true iff the call was outstanding and this cancel
+//     is the one that cancelled it; `done` then runs once with RpcErrc::cancelled, even
+//     if a reply arrives meanwhile. On the call's loop it completes the call at once;
+//     elsewhere the call is claimed at once (an atomic state per call) and completed on
+//     its loop soon after. A call made on another thread is cancellable as soon as
+//     call() returned; a retry_of call from another thread once it reached its loop.
 //   - Responders: answered (or destroyed) on any thread; off the loop that received the
 //     request, the answer is posted to it.
 //   - handle(), handle_oneway(): before the loops run (any one thread), or from any
@@ -125,6 +128,19 @@ struct RpcOptions {
   // endpoint stops reading that peer's connection (its further requests wait in its own
   // queue and the stream: backpressure, nothing dropped) until one is answered. 0: no bound.
   std::size_t max_pending_requests = 1024;
+  // The same bound over every peer and loop of the endpoint together: at most this many
+  // requests are in handlers (responder pending) at once. A request read past it waits
+  // (copied, at most about one per peer) and its peer's connection is no longer read
+  // until there is room; handlers' answers make room, oldest waiting request first (a
+  // loop serves its own waiting requests before waking others). Nothing is dropped; the
+  // callers see backpressure only. 0: no bound.
+  std::size_t max_pending_requests_total = 0;
+  // Cancels remembered per peer for requests not seen yet (a cancel takes the priority
+  // lane and can overtake its large request): such a request is dropped when it arrives,
+  // unrun and unanswered (its call completed with RpcErrc::cancelled already). Past the
+  // bound the oldest (lowest id) is forgotten, and its request, should it still come, runs
+  // (its reply is dropped by the caller). 0: none remembered.
+  std::size_t max_early_cancels = 64;
 };
 
 // What a handler gets. `body` is valid only during the handler call; copy what outlives it.
@@ -221,9 +237,9 @@ class RpcEndpoint {
   // through `done`: Threading).
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
-  // Completes the call with RpcErrc::cancelled now (inside cancel()) and tells the server.
-  // False when the call is not outstanding. From a thread other than the call's loop: when
-  // the cancel reaches that loop, and true for any id given out (Threading).
+  // Completes the call with RpcErrc::cancelled and tells the server. False when the call
+  // is not outstanding (or another cancel got it first). On the call's loop `done` runs
+  // inside cancel(); from another thread on that loop soon after (Threading).
   bool cancel(CallId id);
   // A one-way message: no id, no reply, delivered once and in order with the calls of its
   // size class (messages up to fragment_size take the priority lane and may overtake

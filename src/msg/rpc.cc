@@ -1,5 +1,6 @@
 // The error category; a shard's start and close, its demultiplexing of messages and
 // session events, its per-peer counters. (The public RpcEndpoint: rpc_front.cc.)
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -45,11 +46,13 @@ RpcEndpoint::Impl::Impl(EventLoop& loop, const RpcOptions& options,
                         std::size_t index, std::size_t count)
     : loop_(loop),
       options_(options),
+      pause_at_(options.max_pending_requests != 0 ? options.max_pending_requests : SIZE_MAX),
       on_event_(std::move(on_event)),
       shared_(std::move(shared)),
       counters_(shared_->counters),
       id_index_(index),
       id_stride_(count),
+      call_states_(options.max_outstanding, index, count),
       next_id_(index + 1),
       outstanding_(shared_->outstanding),
       dedupe_(options.dedupe_entries) {}
@@ -80,6 +83,7 @@ void RpcEndpoint::Impl::close() {
   }
   pending_.clear();
   spare_states_.clear();
+  flush_backlog(0, false);
   messenger_ = nullptr;
 }
 
@@ -129,8 +133,10 @@ void RpcEndpoint::Impl::drop_pending(NodeId peer) {
   while (it != pending_.end() && it->first.first == peer) {
     if (auto st = it->second.weak.lock()) st->cancelled = true;
     it = pending_.erase(it);
-    count_pending(peer, -1);
+    pending_ended(peer);
   }
+  flush_backlog(peer, false);
+  peer_counters(peer).early_cancels.clear();  // ids count from 1 again
 }
 
 RpcEndpoint::Impl::PeerCounters& RpcEndpoint::Impl::find_peer(NodeId node) {

@@ -44,12 +44,15 @@ Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
       1, std::chrono::ceil<std::chrono::microseconds>(options.deadline - now).count()));
   std::weak_ptr<Impl> weak = weak_from_this();
   const Clock::time_point deadline = options.deadline;
+  // Outstanding from now on for cancel() (before the loop may adopt it, or a cancel come).
+  call_states_.add(id);
   auto r = messenger_front_->send_tracked(
       peer, msg::encode_rpc(h, body), lane_for(msg::RpcHeader::kSize + body.size()),
       [weak, id, peer, now, deadline, done](Messenger::Ticket t) {
         if (auto self = weak.lock()) self->adopt(id, peer, t, now, deadline, done);
       });
   if (!r) {
+    call_states_.remove(id);
     --outstanding_;
     return r.error();
   }
@@ -72,8 +75,11 @@ void RpcEndpoint::Impl::adopt(CallId id, NodeId peer, Messenger::Ticket ticket,
     if (messenger_ != nullptr) messenger_->withdraw(peer, ticket);
     RpcResponse r;
     r.error = make_error_code(RpcErrc::shutting_down);
-    complete(id, std::move(r));
+    complete(id, std::move(r));  // completes cancelled instead if a cancel claimed it
+    return;
   }
+  // Cancelled (claimed) before it got here: now its request can be withdrawn.
+  if (call_states_.claimed(id)) cancel_now(calls_.find(id));
 }
 
 Result<CallId> RpcEndpoint::Impl::retry_afar(NodeId peer, std::uint32_t method,
@@ -108,11 +114,14 @@ Result<CallId> RpcEndpoint::Impl::retry_afar(NodeId peer, std::uint32_t method,
 }
 
 bool RpcEndpoint::Impl::cancel_afar(CallId id) {
-  // An id not given out yet cannot be outstanding.
-  if (!mine(id) || id >= next_id_.load(std::memory_order_relaxed)) return false;
+  // The claim decides: from now on the call can only complete cancelled (complete()).
+  if (!mine(id) || !call_states_.claim(id)) return false;
   std::weak_ptr<Impl> weak = weak_from_this();
   loop_.post([weak, id] {
-    if (auto self = weak.lock()) self->cancel(id);
+    auto self = weak.lock();
+    // Completed meanwhile (as cancelled), or not adopted yet (adopt() cancels it then).
+    if (!self || !self->call_states_.claimed(id)) return;
+    if (auto it = self->calls_.find(id); it != self->calls_.end()) self->cancel_now(it);
   });
   return true;
 }

@@ -53,6 +53,7 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
     --outstanding_;
     return ticket.error();
   }
+  call_states_.add(id);  // before call() returns: another thread may cancel it
   Call c;
   c.peer = peer;
   c.ticket = ticket.value();
@@ -90,6 +91,12 @@ void RpcEndpoint::Impl::complete(CallId id, RpcResponse response) {
 }
 
 void RpcEndpoint::Impl::complete(Calls::iterator it, RpcResponse response, Clock::time_point end) {
+  // A cancel from another thread that claimed the call first decides how it ends (that
+  // cancel() returned true): whatever arrived since, it completes cancelled.
+  if (call_states_.remove(it->first)) [[unlikely]] {
+    response = RpcResponse{};
+    response.error = make_error_code(RpcErrc::cancelled);
+  }
   // Its deadline entry goes stale (the queue skips it); its node serves the next call.
   Calls::node_type node = calls_.extract(it);
   Call c = std::move(node.mapped());
@@ -164,7 +171,18 @@ void RpcEndpoint::Impl::on_deadline(CallId id) {
 
 bool RpcEndpoint::Impl::cancel(CallId id) {
   auto it = calls_.find(id);
-  if (it == calls_.end()) return false;
+  // Not here: perhaps a call from another thread whose request is on its way to this loop
+  // (adopt() completes it as cancelled once claimed).
+  if (it == calls_.end()) return mine(id) && call_states_.claim(id);
+  // False when a cancel from another thread claimed it first (its completion, posted, is
+  // done here now instead).
+  const bool claimed = call_states_.claim(id);
+  cancel_now(it);
+  return claimed;
+}
+
+void RpcEndpoint::Impl::cancel_now(Calls::iterator it) {
+  const CallId id = it->first;
   const NodeId peer = it->second.peer;
   if (messenger_->withdraw(peer, it->second.ticket)) {
     counters_.counter("rpc.withdrawn").add();
@@ -180,8 +198,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
   }
   RpcResponse r;
   r.error = make_error_code(RpcErrc::cancelled);
-  complete(id, std::move(r));
-  return true;
+  complete(id, std::move(r));  // by id: the send above may have run callbacks
 }
 
 Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
@@ -223,6 +240,7 @@ void RpcEndpoint::Impl::fail_calls(NodeId peer, std::error_code why) {
 
 void RpcEndpoint::Impl::shutdown() {
   shut_ = true;
+  flush_backlog(0, true);  // waiting requests are answered shutting_down now
   calls_failed_ = true;
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
 }

@@ -12,6 +12,7 @@ void RpcEndpoint::Impl::drain(Clock::time_point deadline, std::function<void()> 
   if (closed()) return;  // the endpoint is going: `done` is not run
   if (draining_) return defer_done(std::move(done));
   shut_ = true;
+  flush_backlog(0, true);  // waiting requests are answered shutting_down now
   draining_ = true;
   drain_done_ = std::move(done);
   std::weak_ptr<Impl> weak = weak_from_this();

@@ -24,6 +24,7 @@ void RpcEndpoint::Front::make_shards(std::span<EventLoop* const> loops, const Rp
     shards_.push_back(
         std::make_shared<Impl>(*loops[i], options, on_event, shared_, i, loops.size()));
     routes_->shards.push_back(shards_.back());
+    shared_->shards.push_back(shards_.back());
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "msg/payload_pool.h"
+#include "msg/rpc_call_states.h"
 #include "msg/rpc_deadlines.h"
 #include "msg/rpc_dedupe.h"
 #include "msg/rpc_wire.h"
@@ -64,8 +66,12 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     Counter* oneway_received = nullptr;
     Histogram* latency = nullptr;
     std::size_t outstanding = 0;
-    std::size_t pending = 0;  // requests from the peer whose responder is pending
-    bool paused = false;      // its connection is not read (max_pending_requests)
+    std::size_t pending = 0;   // requests from the peer whose responder is pending
+    std::size_t deferred = 0;  // its requests in backlog_ (max_pending_requests_total)
+    bool paused = false;       // its connection is not read (either bound)
+    // Ids of its calls cancelled before their request arrived (rpc_cancels.cc), ascending;
+    // at most options_.max_early_cancels.
+    std::vector<CallId> early_cancels;
   };
   struct Method {
     Handler handler;
@@ -82,9 +88,21 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // What the shards of one endpoint share (any thread): the counters (per-peer ones are
   // written by the peer's shard only; the endpoint-wide ones with atomic adds) and the
   // count against max_outstanding.
+  // And the endpoint-wide bound on requests handed to handlers (rpc_backlog.cc): their
+  // count, the shards with requests waiting for room, and the shards (fixed at creation).
   struct Shared {
     CounterSet counters;
     std::atomic<std::size_t> outstanding{0};
+    std::atomic<std::size_t> pending_total{0};
+    std::atomic<std::size_t> waiting_shards{0};
+    std::vector<std::weak_ptr<Impl>> shards;
+  };
+  // A request read while the endpoint-wide bound was reached: served when there is room.
+  struct Deferred {
+    NodeId from = 0;
+    msg::RpcHeader header;
+    std::vector<std::byte> body;
+    Clock::time_point rx{};  // when it was read (its budget counts from then)
   };
 
   // Shard `index` of `count`: its call ids are index + 1 + k * count (k = 0, 1, ...), so
@@ -108,9 +126,17 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void on_message(NodeId from, std::span<const std::byte> payload);
   void on_event(SessionEvent event);
   void drop_pending(NodeId peer);
-  // A pending request of `peer` began (+1) or ended (-1): pauses or resumes reading it.
-  // Returns the peer's counters.
-  PeerCounters& count_pending(NodeId peer, int delta);
+  // A pending request of `peer` began or ended: pauses or resumes reading it (its bound),
+  // gives back its place under the endpoint-wide bound.
+  void pending_began(NodeId peer, PeerCounters& pc) {
+    if (++pc.pending >= pause_at_) update_pause(peer, pc);
+  }
+  void pending_ended(NodeId peer) {
+    PeerCounters& pc = peer_counters(peer);
+    --pc.pending;
+    if (pc.paused) update_pause(peer, pc);
+    if (bounded()) release_room();
+  }
   // The peer's counters (made on first use; one-entry cache in front of the map).
   PeerCounters& peer_counters(NodeId node) {
     return node == peer_cache_id_ && peer_cache_ != nullptr ? *peer_cache_ : find_peer(node);
@@ -136,8 +162,11 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // A responder's answer (any thread): finished now on the loop, else posted to it.
   void answer(std::shared_ptr<RpcResponder::State> state, msg::RpcStatus status, std::uint32_t code,
               std::span<const std::byte> body);
-  // cancel() from another thread: posted; true when `id` was given out by this shard.
+  // cancel() from another thread: true when the call was outstanding and this cancel
+  // claimed it (calls_states_); the rest is posted to the loop.
   bool cancel_afar(CallId id);
+  // On the loop: withdraws the call's request, tells the server, completes it cancelled.
+  void cancel_now(Calls::iterator it);
   // On the loop: a call made elsewhere, its request queued (`ticket`), becomes outstanding.
   void adopt(CallId id, NodeId peer, Messenger::Ticket ticket, Clock::time_point start,
              Clock::time_point deadline, CallCallback done);
@@ -179,6 +208,32 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
 
   // rpc_server.cc
   void on_request(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
+  // The checks and the handler; `rx`: when it was read. `has_room`: a deferred request
+  // that already took its place under max_pending_requests_total. False when no handler
+  // ran (refused, answered from the dedupe table, or deferred).
+  bool serve(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
+             std::span<const std::byte> body, Clock::time_point rx, bool has_room);
+
+  // rpc_cancels.cc: cancels that overtook their request (max_early_cancels).
+  void remember_cancel(PeerCounters& pc, CallId id);
+  // A request from a peer with remembered cancels: true when it is one (dropped unrun).
+  bool cancelled_early(PeerCounters& pc, const msg::RpcHeader& h, std::size_t size);
+
+  // rpc_backlog.cc: the endpoint-wide bound (max_pending_requests_total).
+  bool bounded() const noexcept { return options_.max_pending_requests_total != 0; }
+  bool take_room() noexcept;  // a place for one more request in a handler (any thread)
+  void release_room();        // a pending request ended: wakes whoever waits for room
+  void defer(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
+             std::span<const std::byte> body, Clock::time_point rx);
+  void serve_backlog();     // the deferred requests there is room for, oldest first
+  void schedule_backlog();  // serve_backlog() on a later turn (once)
+  // Drops the peer's deferred requests (0: every peer's); `reply`: answer each one
+  // shutting_down. A cancelled one is dropped alone (drop_deferred).
+  void flush_backlog(NodeId peer, bool reply);
+  bool drop_deferred(NodeId from, CallId id);
+  void note_backlog();  // an empty backlog no longer counts as waiting
+  // Pauses or resumes reading the peer as its bounds say.
+  void update_pause(NodeId peer, PeerCounters& pc);
   // pending_[key] = state, in a spare node when there is one.
   void add_pending(const msg::DedupeTable::Key& key,
                    const std::shared_ptr<RpcResponder::State>& state);
@@ -205,6 +260,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
 
   EventLoop& loop_;
   RpcOptions options_;
+  const std::size_t pause_at_;  // max_pending_requests (0: none, so SIZE_MAX)
   Messenger::EventCallback on_event_;
   Messenger* messenger_ = nullptr;  // the Front's (owned or the application's); null: closed
   Messenger::Front* messenger_front_ = nullptr;  // constant after start() (any thread)
@@ -214,6 +270,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   const CallId id_index_;
   const CallId id_stride_;
   Calls calls_;
+  msg::CallStates call_states_;  // any thread: which of calls_ (and those on their way) are
+                                 // outstanding, for cancel() from other threads
   // Nodes of completed calls (and of answered requests' pending_ entries) for the next
   // ones: a call at depth 1 allocates nothing of the endpoint's (kSpareNodes each).
   static constexpr std::size_t kSpareNodes = 64;
@@ -235,6 +293,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   std::vector<std::unique_ptr<const Method>> retired_methods_;
   std::vector<std::unique_ptr<const OnewayHandler>> retired_oneway_;
   PendingMap pending_;
+  std::deque<Deferred> backlog_;  // max_pending_requests_total
+  bool backlog_scheduled_ = false;
+  std::atomic<bool> waiting_{false};      // counted in shared_->waiting_shards
+  std::atomic<bool> wake_posted_{false};  // a serve_backlog() posted by another shard
   msg::DedupeTable dedupe_;
   std::unordered_map<NodeId, PeerCounters> peers_;
   NodeId peer_cache_id_ = 0;

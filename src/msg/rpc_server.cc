@@ -1,6 +1,7 @@
 // The serving side: requests to handlers (with the checks that refuse them unrun: unknown
 // method, too large, budget gone, shutting down, a deduplicated retry), responders,
-// cancel messages, one-way messages.
+// cancel messages, one-way messages. Cancels that overtake their request: rpc_cancels.cc;
+// the endpoint-wide bound on pending requests: rpc_backlog.cc.
 #include <chrono>
 #include <utility>
 
@@ -10,20 +11,36 @@ namespace rmsg {
 
 void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
                                    std::span<const std::byte> body) {
+  PeerCounters& pc = peer_counters(from);
+  if (!pc.early_cancels.empty() && cancelled_early(pc, h, body.size())) [[unlikely]] {
+    return;
+  }
+  serve(from, pc, h, body, *rx_time_, false);
+}
+
+bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
+                              std::span<const std::byte> body, Clock::time_point rx,
+                              bool has_room) {
+  const auto refuse = [&](msg::RpcStatus status) {
+    send_reply(from, h.id, status, 0, {}, false);
+    return false;
+  };
   const msg::DedupeTable::Key key{from, h.id};
-  if (shut_) return send_reply(from, h.id, msg::RpcStatus::shutting_down, 0, {}, false);
-  if (h.budget_us == 0) {
+  if (shut_) return refuse(msg::RpcStatus::shutting_down);
+  // A deferred request's budget may have run out while it waited.
+  if (h.budget_us == 0 || (has_room && h.budget_us != msg::kNoBudget &&
+                           rx + std::chrono::microseconds(h.budget_us) <= loop_.now())) {
     counters_.counter("rpc.server.expired").add();
-    return send_reply(from, h.id, msg::RpcStatus::timeout, 0, {}, false);
+    return refuse(msg::RpcStatus::timeout);
   }
   auto m = methods_.find(h.word);
   if (m == methods_.end() || !m->second) {
     counters_.counter("rpc.server.unknown_method").add();
-    return send_reply(from, h.id, msg::RpcStatus::unknown_method, 0, {}, false);
+    return refuse(msg::RpcStatus::unknown_method);
   }
   if (body.size() > options_.max_request_size) {
     counters_.counter("rpc.server.too_large").add();
-    return send_reply(from, h.id, msg::RpcStatus::too_large, 0, {}, false);
+    return refuse(msg::RpcStatus::too_large);
   }
   const Method& method = *m->second;
   const bool dedupe = method.options.dedupe;
@@ -34,20 +51,25 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
                                                 lane_for(stored->size()))) {
         counters_.counter("rpc.reply_not_sent").add();
       }
-      return;
+      return false;
     }
     if (pending_.contains(key)) {
       // Still running: its reply will answer this retry too (same id).
       counters_.counter("rpc.server.dedupe_pending").add();
-      return;
+      return false;
     }
+  }
+  // The endpoint-wide bound: behind those already waiting, or when there is no room.
+  if (bounded() && !has_room && (!backlog_.empty() || !take_room())) [[unlikely]] {
+    defer(from, pc, h, body, rx);
+    return false;
   }
   std::shared_ptr<RpcResponder::State> state = take_state();
   state->peer = from;
   state->id = h.id;
   state->dedupe = dedupe;
   add_pending(key, state);
-  PeerCounters& pc = count_pending(from, +1);
+  pending_began(from, pc);
   RpcRequest req;
   req.from = from;
   req.id = h.id;
@@ -55,12 +77,13 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   req.body = body;
   if (h.budget_us != msg::kNoBudget) {
     // From when the request was read (stands for now: no clock read).
-    req.deadline = *rx_time_ + std::chrono::microseconds(h.budget_us);
+    req.deadline = rx + std::chrono::microseconds(h.budget_us);
   }
   pc.served->add_owned();
   // The handler may replace itself (handle()) while it runs: set_method keeps it.
   const Running running(*this);
   method.handler(req, RpcResponder(std::move(state)));
+  return true;
 }
 
 void RpcEndpoint::Impl::add_pending(const msg::DedupeTable::Key& key,
@@ -121,7 +144,11 @@ RpcEndpoint::Impl::Running::~Running() {
 
 void RpcEndpoint::Impl::on_cancel(NodeId from, CallId id) {
   auto it = pending_.find({from, id});
-  if (it == pending_.end()) return;
+  if (it == pending_.end()) {
+    // Waiting for room (dropped now), or not here yet: remembered.
+    if (!drop_deferred(from, id)) remember_cancel(peer_counters(from), id);
+    return;
+  }
   if (auto st = it->second.weak.lock()) st->cancelled = true;
   counters_.counter("rpc.server.cancelled").add();
 }
@@ -151,7 +178,7 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
     it->second = {};  // its weak reference goes now, not when the node is reused
     PendingMap::node_type node = pending_.extract(it);
     if (spare_pending_.size() < kSpareNodes) spare_pending_.push_back(std::move(node));
-    count_pending(state.peer, -1);
+    pending_ended(state.peer);
     check_drained();
   }
   if (state.cancelled) {
@@ -161,16 +188,13 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
   send_reply(state.peer, state.id, status, code, body, state.dedupe);
 }
 
-RpcEndpoint::Impl::PeerCounters& RpcEndpoint::Impl::count_pending(NodeId peer, int delta) {
-  PeerCounters& pc = peer_counters(peer);
-  pc.pending = delta > 0 ? pc.pending + 1 : pc.pending - 1;
+void RpcEndpoint::Impl::update_pause(NodeId peer, PeerCounters& pc) {
   const std::size_t max = options_.max_pending_requests;
-  const bool pause = max != 0 && pc.pending >= max;
-  if (pause == pc.paused || messenger_ == nullptr) return pc;
+  const bool pause = (max != 0 && pc.pending >= max) || pc.deferred != 0;
+  if (pause == pc.paused || messenger_ == nullptr) return;
   pc.paused = pause;
   if (pause) counters_.counter("rpc.server.read_paused").add();
   MessengerAccess::set_paused(*messenger_, peer, pause);
-  return pc;
 }
 
 void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,

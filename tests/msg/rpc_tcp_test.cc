@@ -107,6 +107,39 @@ TEST_F(RpcTcpFlowTest, SmallCallsBesideLargeOnesWithAndWithoutFragments) {
   }
 }
 
+// A cancel that overtakes its own 4 MiB request over TCP (64 KiB chunks on the bulk lane,
+// the cancel on the priority lane): B drops the request when it arrives, unrun.
+TEST_F(RpcTcpFlowTest, ACancelThatOvertakesItsLargeRequestDropsItOverTcp) {
+  start_with(a_, kA, std::size_t{64} << 10);
+  start_with(b_, kB, std::size_t{64} << 10);
+  ConnectionParams pb = params();
+  pb.peer = SocketAddress::parse(b_.address).value();
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
+  int held_runs = 0;
+  std::vector<RpcResponder> held;
+  b_.ep->handle(1, [](const RpcRequest& r, RpcResponder reply) { reply.ok(r.body); });
+  b_.ep->handle(2, [&](const RpcRequest&, RpcResponder reply) {
+    ++held_runs;
+    held.push_back(std::move(reply));
+  });
+  const auto deadline = [&] { return loop_->now() + std::chrono::seconds(20); };
+  std::vector<RpcResponse> done;
+  const auto keep = [&](RpcResponse r) { done.push_back(std::move(r)); };
+  ASSERT_TRUE(a_.ep->call(kB, 1, std::vector<std::byte>(64), {deadline()}, keep).ok());
+  ASSERT_TRUE(loop_->run_for([&] { return done.size() == 1; }, std::chrono::seconds(10)));
+  const std::vector<std::byte> big((std::size_t{4} << 20) - 64);
+  const CallId id = a_.ep->call(kB, 2, big, {deadline()}, keep).value();
+  EXPECT_TRUE(a_.ep->cancel(id));  // right after call(): most of the request is unsent
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[1].error, make_error_code(RpcErrc::cancelled));
+  ASSERT_TRUE(a_.ep->call(kB, 1, big, {deadline()}, keep).ok());  // behind it, same lane
+  ASSERT_TRUE(loop_->run_for([&] { return done.size() == 3; }, std::chrono::seconds(20)));
+  EXPECT_FALSE(done[2].error);
+  EXPECT_EQ(held_runs, 0);
+  EXPECT_EQ(b_.ep->counters().value("rpc.server.cancelled_unrun"), 1u);
+  EXPECT_EQ(a_.ep->counters().value("rpc.late_replies"), 0u);
+}
+
 // Bounded dispatch over real TCP: B holds at most max_pending_requests responders and
 // stops reading A's connection meanwhile; A's 8 MiB of requests wait (its queue, the
 // socket buffers), none is lost, each runs once.
