@@ -16,6 +16,7 @@
 // request is handed over); remove() and claimed() the loop's; claim() any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstdint>
@@ -31,10 +32,7 @@ class CallStates {
  public:
   // `capacity`: slots wanted (rounded up to a power of two, 64..16384).
   CallStates(std::size_t capacity, CallId index, CallId stride)
-      : mask_(std::bit_ceil(capacity < 64      ? 64
-                            : capacity > 16384 ? 16384
-                                               : capacity) -
-              1),
+      : mask_(slots_for(capacity) - 1),
         slots_(new std::atomic<std::uint64_t>[mask_ + 1]()),
         index_(index),
         stride_(stride),
@@ -43,56 +41,32 @@ class CallStates {
   // `id` is outstanding from now on.
   void add(CallId id) {
     std::uint64_t expect = 0;
-    if (slot(id).compare_exchange_strong(expect, id, std::memory_order_acq_rel)) return;
-    const std::lock_guard lock(mu_);
-    overflow_[id] = false;
-    overflow_size_.fetch_add(1, std::memory_order_release);
+    if (!slot(id).compare_exchange_strong(expect, id, std::memory_order_acq_rel)) [[unlikely]] {
+      add_overflow(id);
+    }
   }
   // The call completes (its own way, or cancelled). True when a cancel claimed it first:
   // it must complete as cancelled.
   bool remove(CallId id) {
-    auto& s = slot(id);
     std::uint64_t expect = id;
-    if (s.compare_exchange_strong(expect, 0, std::memory_order_acq_rel)) return false;
-    if (expect == (id | kClaimed)) {
-      s.store(0, std::memory_order_release);  // only the loop frees a claimed slot
-      return true;
-    }
-    if (overflow_size_.load(std::memory_order_acquire) == 0) return false;
-    const std::lock_guard lock(mu_);
-    auto it = overflow_.find(id);
-    if (it == overflow_.end()) return false;
-    const bool claimed = it->second;
-    overflow_.erase(it);
-    overflow_size_.fetch_sub(1, std::memory_order_release);
-    return claimed;
-  }
-  // A cancel of `id`: true when it was outstanding and no cancel claimed it before.
-  bool claim(CallId id) {
-    std::uint64_t expect = id;
-    if (slot(id).compare_exchange_strong(expect, id | kClaimed, std::memory_order_acq_rel)) {
-      return true;
-    }
-    if (expect == (id | kClaimed) || overflow_size_.load(std::memory_order_acquire) == 0) {
+    if (slot(id).compare_exchange_strong(expect, 0, std::memory_order_acq_rel)) [[likely]] {
       return false;
     }
-    const std::lock_guard lock(mu_);
-    auto it = overflow_.find(id);
-    if (it == overflow_.end() || it->second) return false;
-    it->second = true;
-    return true;
+    return remove_slow(id, expect);
   }
+  // A cancel of `id`: true when it was outstanding and no cancel claimed it before.
+  bool claim(CallId id);
   // Whether a cancel claimed `id` and the call has not completed yet.
-  bool claimed(CallId id) {
-    if (slot(id).load(std::memory_order_acquire) == (id | kClaimed)) return true;
-    if (overflow_size_.load(std::memory_order_acquire) == 0) return false;
-    const std::lock_guard lock(mu_);
-    auto it = overflow_.find(id);
-    return it != overflow_.end() && it->second;
-  }
+  bool claimed(CallId id);
 
  private:
   static constexpr std::uint64_t kClaimed = std::uint64_t{1} << 63;  // ids stay below
+  static std::size_t slots_for(std::size_t capacity) noexcept {
+    return std::bit_ceil(std::clamp<std::size_t>(capacity, 64, 16384));
+  }
+  // The rare paths (rpc_call_states.cc): a slot taken by an older call, a claimed one.
+  void add_overflow(CallId id);
+  bool remove_slow(CallId id, std::uint64_t seen);
   // The call's number in its shard: (id - 1 - index) / stride, a shift for the usual
   // power-of-two loop counts (one loop: id - 1).
   std::atomic<std::uint64_t>& slot(CallId id) noexcept {

@@ -90,7 +90,10 @@ void RpcEndpoint::Impl::add_pending(const msg::DedupeTable::Key& key,
                                     const std::shared_ptr<RpcResponder::State>& state) {
   auto it = pending_.lower_bound(key);
   if (it != pending_.end() && it->first == key) {
-    it->second = Pending{state.get(), state};  // the same id again (its old one is not told)
+    // The same id again (its old responder is not told): the old one no longer counts
+    // as pending (its answer will not find its entry), the new one does.
+    it->second = Pending{state.get(), state};
+    pending_ended(key.first);
     return;
   }
   if (spare_pending_.empty()) {
