@@ -176,8 +176,9 @@ TEST(RpcThreads, CancelAndRetryFromOtherThreads) {
   canceller.join();
   ASSERT_TRUE(cancelled.wait(30s)) << cancelled.count();
   EXPECT_EQ(wrong.load(), 0);
-  // On the call's loop cancel() knows the call is gone; elsewhere, only ids never given out.
+  // The calls are gone: cancel() says so on their loop and from any other thread too.
   c.hub_loops->run_sync(c.owner(Cluster::peer(0)), [&] { EXPECT_FALSE(c.ep->cancel(ids[0])); });
+  for (CallId id : ids) EXPECT_FALSE(c.ep->cancel(id));
   EXPECT_FALSE(c.ep->cancel(ids[0] + 4096));
   EXPECT_FALSE(c.ep->cancel(0));
   for (int p = 0; p < kPeers; ++p) {
