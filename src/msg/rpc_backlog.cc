@@ -80,14 +80,30 @@ void RpcEndpoint::Impl::schedule_backlog() {
 
 void RpcEndpoint::Impl::serve_backlog() {
   if (closed()) return;
-  while (!backlog_.empty() && take_room()) {
-    Deferred d = std::move(backlog_.front());
+  while (!backlog_.empty()) {
+    Deferred& front = backlog_.front();
+    if (!front.has_room) {
+      if (!take_room()) break;
+      front.has_room = true;
+      PeerCounters& pc = peer_counters(front.from);
+      --pc.deferred;
+      const bool was_paused = pc.paused;
+      update_pause(front.from, pc);
+      if (was_paused && !pc.paused) {
+        // Its peer is read again first (on a later turn, before this one's): what it
+        // sent meanwhile, a cancel of this very request perhaps, is seen before it runs.
+        schedule_backlog();
+        break;
+      }
+    }
+    Deferred d = std::move(front);
     backlog_.pop_front();
     PeerCounters& pc = peer_counters(d.from);
-    --pc.deferred;
-    update_pause(d.from, pc);
-    // Refused after all (shutting down, expired meanwhile, ...): its room goes back.
-    if (!serve(d.from, pc, d.header, d.body, d.rx, true)) release_room();
+    // Refused after all (cancelled, shutting down, expired meanwhile...): its room goes back.
+    if ((!pc.early_cancels.empty() && cancelled_early(pc, d.header, d.body.size())) ||
+        !serve(d.from, pc, d.header, d.body, d.rx, true)) {
+      release_room();
+    }
   }
   note_backlog();
 }
@@ -100,6 +116,7 @@ void RpcEndpoint::Impl::note_backlog() {
 }
 
 void RpcEndpoint::Impl::flush_backlog(NodeId peer, bool reply) {
+  std::size_t rooms = 0;  // given back after the loop (release_room() may serve the backlog)
   for (auto it = backlog_.begin(); it != backlog_.end();) {
     if (peer != 0 && it->from != peer) {
       ++it;
@@ -107,24 +124,35 @@ void RpcEndpoint::Impl::flush_backlog(NodeId peer, bool reply) {
     }
     const NodeId from = it->from;
     const CallId id = it->header.id;
+    const bool had_room = it->has_room;
     it = backlog_.erase(it);
-    PeerCounters& pc = peer_counters(from);
-    --pc.deferred;
-    update_pause(from, pc);
+    if (had_room) {
+      ++rooms;
+    } else {
+      PeerCounters& pc = peer_counters(from);
+      --pc.deferred;
+      update_pause(from, pc);
+    }
     if (reply) send_reply(from, id, msg::RpcStatus::shutting_down, 0, {}, false);
   }
   note_backlog();
+  while (rooms-- > 0) release_room();
 }
 
 bool RpcEndpoint::Impl::drop_deferred(NodeId from, CallId id) {
   for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
     if (it->from != from || it->header.id != id) continue;
+    const bool had_room = it->has_room;
     backlog_.erase(it);
-    PeerCounters& pc = peer_counters(from);
-    --pc.deferred;
-    update_pause(from, pc);
     counters_.counter("rpc.server.cancelled_unrun").add();
     note_backlog();
+    if (had_room) {
+      release_room();
+    } else {
+      PeerCounters& pc = peer_counters(from);
+      --pc.deferred;
+      update_pause(from, pc);
+    }
     return true;
   }
   return false;

@@ -67,7 +67,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     Histogram* latency = nullptr;
     std::size_t outstanding = 0;
     std::size_t pending = 0;   // requests from the peer whose responder is pending
-    std::size_t deferred = 0;  // its requests in backlog_ (max_pending_requests_total)
+    std::size_t deferred = 0;  // its requests in backlog_ without room yet (they pause it)
     bool paused = false;       // its connection is not read (either bound)
     // Ids of its calls cancelled before their request arrived (rpc_cancels.cc), ascending;
     // at most options_.max_early_cancels.
@@ -103,6 +103,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     msg::RpcHeader header;
     std::vector<std::byte> body;
     Clock::time_point rx{};  // when it was read (its budget counts from then)
+    bool has_room = false;   // its place is taken: it runs on the next serve_backlog()
   };
 
   // Shard `index` of `count`: its call ids are index + 1 + k * count (k = 0, 1, ...), so

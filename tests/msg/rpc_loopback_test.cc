@@ -608,5 +608,62 @@ TEST_F(RpcLoopbackTest, EndpointWidePendingBoundHoldsAcrossCallers) {
   d.ep.reset();
 }
 
+// Requests waiting for room under max_pending_requests_total. Their peer is not read
+// while they wait, so a cancel of one is read once room comes, and the request, which
+// runs one turn later, is dropped unrun; shutdown answers the waiting ones shutting_down.
+TEST_F(RpcLoopbackTest, WaitingRequestsCancelledOrShutDown) {
+  start(a_, kPortA, rpc_options(kA));
+  RpcOptions ob = rpc_options(kB);
+  ob.max_pending_requests_total = 1;
+  start_b(ob);
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, loopback_params(kPortB)).ok());
+  const CallId first = call(kHold, "1").value();
+  const CallId second = call(kHold, "2").value();
+  ASSERT_TRUE(run([&] { return b_.counter("rpc.server.deferred") == 1; }));
+  EXPECT_EQ(held_.size(), 1u);
+  EXPECT_TRUE(a_.ep->cancel(second));
+  held_[0].ok(bytes_of("r"));  // room: the second gets it, A's cancel is read first
+  ASSERT_TRUE(run([&] { return completed(first); }));
+  ASSERT_TRUE(run([&] { return b_.counter("rpc.server.cancelled_unrun") == 1; }));
+  EXPECT_EQ(runs_, 1);
+  const CallId third = call(kHold, "3").value();
+  const CallId fourth = call(kHold, "4").value();
+  ASSERT_TRUE(run([&] { return held_.size() == 2 && b_.counter("rpc.server.deferred") == 2; }));
+  b_.ep->shutdown();
+  ASSERT_TRUE(run([&] { return completed(fourth); }));
+  EXPECT_EQ(done_[fourth].error, make_error_code(RpcErrc::shutting_down));
+  EXPECT_EQ(runs_, 2);            // the waiting one never ran
+  held_[1].ok(bytes_of("late"));  // the one in a handler still answers
+  ASSERT_TRUE(run([&] { return completed(third); }));
+  EXPECT_FALSE(done_[third].error);
+  EXPECT_FALSE(done_[first].error);
+}
+
+// A call whose state slot is still taken by an older outstanding call (max_outstanding 64:
+// 64 slots; call 65 shares call 1's) is kept in the overflow map, and cancel() still
+// answers exactly for both.
+TEST_F(RpcLoopbackTest, CancelIsExactForACallInTheOverflow) {
+  RpcOptions oa = rpc_options(kA);
+  oa.max_outstanding = 64;
+  start(a_, kPortA, oa);
+  start_b(rpc_options(kB));
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, loopback_params(kPortB)).ok());
+  const CallId old = call(kHold, "old").value();
+  for (int i = 0; i < 63; ++i) {
+    const CallId e = call(kEcho, "e").value();
+    ASSERT_TRUE(run([&] { return completed(e); }));
+  }
+  const CallId shared = call(kHold, "shares the slot").value();
+  ASSERT_EQ(shared, old + 64);
+  ASSERT_TRUE(run([&] { return held_.size() == 2; }));
+  EXPECT_TRUE(a_.ep->cancel(shared));
+  EXPECT_FALSE(a_.ep->cancel(shared));
+  EXPECT_EQ(done_[shared].error, make_error_code(RpcErrc::cancelled));
+  EXPECT_FALSE(completed(old));
+  EXPECT_TRUE(a_.ep->cancel(old));
+  EXPECT_EQ(done_[old].error, make_error_code(RpcErrc::cancelled));
+  EXPECT_FALSE(a_.ep->cancel(old + 128));  // never given out
+}
+
 }  // namespace
 }  // namespace rmsg::testing
