@@ -118,7 +118,9 @@ struct RpcOptions {
   // Request bodies above this are refused by the server (status too_large) unread.
   std::size_t max_request_size = std::size_t{4} << 20;
   // Calls outstanding on this endpoint at once (all its loops together); call() refuses
-  // beyond (Errc::resource_exhausted).
+  // beyond (Errc::resource_exhausted). Each loop keeps one 8-byte call state per slot for
+  // cancel() from other threads: this many rounded up to a power of two, 64 to 16,384
+  // (128 KiB at the default).
   std::size_t max_outstanding = 65536;
   // Replies kept for MethodOptions::dedupe methods (all peers of a loop together, oldest
   // evicted first: each loop's shard keeps this many for the peers it owns). 0: no table
