@@ -2,6 +2,7 @@
 // buffer, and closing a connection for a reason (counted).
 #include <array>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "msg/frame_encoder.h"
@@ -13,6 +14,18 @@ namespace {
 
 constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr int kReadsPerCallback = 16;  // then the rest is deferred: other streams get a turn
+
+// Whether a read shorter than asked means the stream had nothing more at that moment, so
+// that the read which would return would_block can be left out. True for TCP: a stream
+// socket's recv returns less than asked only when its receive queue ran empty (epoll(7)),
+// and TcpStream watches the socket level-triggered, so bytes that arrive after it call the
+// callback again (a read that returned bytes keeps it armed, rmsg/stream.h). That spares
+// one recv system call per message in request/response traffic. Not for RDMA (a read
+// stops at a ring block's end with more possibly behind it, and finding the ring empty
+// costs no system call there) nor for streams we do not know.
+bool short_read_drains(const Stream& s) {
+  return std::string_view(s.transport()) == "tcp";
+}
 
 const char* messenger_errc_name(int v) {
   static constexpr std::array<const char*, 15> kNames = {
@@ -105,9 +118,11 @@ void Messenger::Impl::on_readable(ConnId id) {
       if (!consume(id, stash)) return;
     }
   }
+  bool drains = false;
   for (int round = 0; round < kReadsPerCallback; ++round) {
     Connection* c = find_connection(id);
     if (c == nullptr) return;
+    if (round == 0) drains = short_read_drains(c->stream);
     if (read_paused(*c)) {  // a frame just handled paused it: read no more
       c->stream.on_readable({});
       return;
@@ -123,6 +138,7 @@ void Messenger::Impl::on_readable(ConnId id) {
       return fail(id, torn ? c->decoder->error() : make_error_code(MessengerErrc::peer_closed));
     }
     if (!consume(id, std::span<const std::byte>(buf.data(), n.value()))) return;
+    if (drains && n.value() < buf.size()) return;  // nothing more was there (see above)
   }
   // More may be waiting: come back after the loop served the others.
   std::weak_ptr<Impl> weak = weak_from_this();
