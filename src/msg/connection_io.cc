@@ -69,6 +69,9 @@ bool Messenger::Impl::read_paused(const Connection& c) {
   return s != nullptr && s->paused;
 }
 
+// `in` stays unchanged until this returns: the decoder borrows from it (a frame that lies
+// whole in it is not copied, DecoderOptions::borrow), and each frame is handled before the
+// next read.
 bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
   // The last frame handled, its bytes no longer in use: back to the decoder, whose next
   // frame then needs no allocation.
