@@ -79,7 +79,7 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
   while (!in.empty()) {
     Connection* c = find_connection(id);
     if (c == nullptr) return false;
-    c->decoder->recycle(std::move(done));
+    if (done.owns_storage()) c->decoder->recycle(std::move(done));
     if (read_paused(*c)) {
       // Bytes read but not decoded wait for set_paused(false) (a request past the bound
       // stays in the stream's buffers, not ours).
@@ -100,11 +100,11 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
     } else {
       on_handshake_frame(*c, f);
     }
-    done = std::move(f);
+    if (f.owns_storage()) done = std::move(f);  // a borrowed frame has nothing to give back
   }
   Connection* c = find_connection(id);
   if (c == nullptr) return false;
-  c->decoder->recycle(std::move(done));
+  if (done.owns_storage()) c->decoder->recycle(std::move(done));
   return true;
 }
 

@@ -82,6 +82,8 @@ class Frame {
   std::size_t payload_size() const noexcept;  // sum of the segment lengths
   // Whether the segments point into the decoder's input instead of storage of its own.
   bool borrowed() const noexcept { return view_ != nullptr; }
+  // Whether it holds a storage block (WireDecoder::recycle can use it).
+  bool owns_storage() const noexcept { return storage_ != nullptr; }
 
  private:
   friend class WireDecoder;
