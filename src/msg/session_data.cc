@@ -114,6 +114,10 @@ void Messenger::Impl::pump(Session& s) {
   bool wrote = false;
   bool drained = false;  // next() had nothing (more) to write
   while (c->pending_bytes() < options_.write_buffer) {
+    if (s.out->all_written()) {
+      drained = true;
+      break;
+    }
     const std::optional<msg::Chunk> m = s.out->next();
     if (!m) {
       drained = true;
