@@ -14,6 +14,19 @@ namespace {
 constexpr std::size_t kReadChunk = std::size_t{64} * 1024;
 constexpr int kReadsPerCallback = 16;  // then the rest is deferred: other streams get a turn
 
+// Whether a read shorter than asked means the stream had nothing more at that moment, so
+// that the read which would return would_block can be left out. True for TCP: a stream
+// socket's recv returns less than asked only when its receive queue ran empty (epoll(7)),
+// and TcpStream watches the socket level-triggered, so bytes that arrive after it call the
+// callback again (a read that returned bytes keeps it armed, rmsg/stream.h). That spares
+// one recv system call per message in request/response traffic. Not for RDMA (a read
+// stops at a ring block's end with more possibly behind it, and finding the ring empty
+// costs no system call there) nor for streams we do not know.
+bool short_read_drains(const Stream& s) {
+  const char* t = s.transport();  // compared in place: no strlen call per callback
+  return t[0] == 't' && t[1] == 'c' && t[2] == 'p' && t[3] == '\0';
+}
+
 const char* messenger_errc_name(int v) {
   static constexpr std::array<const char*, 15> kNames = {
       "unknown",           "peer_restarted",   "session_unknown", "lossy_fault",  "wrong_node",
@@ -56,6 +69,9 @@ bool Messenger::Impl::read_paused(const Connection& c) {
   return s != nullptr && s->paused;
 }
 
+// `in` stays unchanged until this returns: the decoder borrows from it (a frame that lies
+// whole in it is not copied, DecoderOptions::borrow), and each frame is handled before the
+// next read.
 bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
   // The last frame handled, its bytes no longer in use: back to the decoder, whose next
   // frame then needs no allocation.
@@ -63,7 +79,7 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
   while (!in.empty()) {
     Connection* c = find_connection(id);
     if (c == nullptr) return false;
-    c->decoder->recycle(std::move(done));
+    if (done.owns_storage()) c->decoder->recycle(std::move(done));
     if (read_paused(*c)) {
       // Bytes read but not decoded wait for set_paused(false) (a request past the bound
       // stays in the stream's buffers, not ours).
@@ -84,11 +100,11 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
     } else {
       on_handshake_frame(*c, f);
     }
-    done = std::move(f);
+    if (f.owns_storage()) done = std::move(f);  // a borrowed frame has nothing to give back
   }
   Connection* c = find_connection(id);
   if (c == nullptr) return false;
-  c->decoder->recycle(std::move(done));
+  if (done.owns_storage()) c->decoder->recycle(std::move(done));
   return true;
 }
 
@@ -105,9 +121,11 @@ void Messenger::Impl::on_readable(ConnId id) {
       if (!consume(id, stash)) return;
     }
   }
+  bool drains = false;
   for (int round = 0; round < kReadsPerCallback; ++round) {
     Connection* c = find_connection(id);
     if (c == nullptr) return;
+    if (round == 0) drains = short_read_drains(c->stream);
     if (read_paused(*c)) {  // a frame just handled paused it: read no more
       c->stream.on_readable({});
       return;
@@ -123,6 +141,7 @@ void Messenger::Impl::on_readable(ConnId id) {
       return fail(id, torn ? c->decoder->error() : make_error_code(MessengerErrc::peer_closed));
     }
     if (!consume(id, std::span<const std::byte>(buf.data(), n.value()))) return;
+    if (drains && n.value() < buf.size()) return;  // nothing more was there (see above)
   }
   // More may be waiting: come back after the loop served the others.
   std::weak_ptr<Impl> weak = weak_from_this();

@@ -27,6 +27,7 @@ void detail::AlignedDelete::operator()(std::byte* p) const noexcept {
 
 void Frame::allocate(const Preamble& p) {
   preamble_ = p;
+  view_ = nullptr;
   std::size_t end = 0;
   std::size_t max_align = alignof(std::max_align_t);
   for (std::size_t i = 0; i < p.segment_count; ++i) {
@@ -45,12 +46,24 @@ void Frame::allocate(const Preamble& p) {
   capacity_ = end;
 }
 
-std::span<const std::byte> Frame::segment(std::size_t i) const noexcept {
-  if (!storage_ || i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
-  return {storage_.get() + offsets_[i], preamble_.lengths[i]};
+void Frame::borrow(const Preamble& p, const std::byte* at) noexcept {
+  preamble_ = p;
+  std::size_t end = 0;
+  for (std::size_t i = 0; i < p.segment_count; ++i) {
+    offsets_[i] = end;
+    end += p.lengths[i];
+  }
+  view_ = at;
 }
 
-std::span<std::byte> Frame::segment(std::size_t i) noexcept {
+std::span<const std::byte> Frame::segment(std::size_t i) const noexcept {
+  if (i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
+  const std::byte* base = view_ != nullptr ? view_ : storage_.get();
+  if (base == nullptr) return {};
+  return {base + offsets_[i], preamble_.lengths[i]};
+}
+
+std::span<std::byte> Frame::storage(std::size_t i) noexcept {
   if (!storage_ || i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
   return {storage_.get() + offsets_[i], preamble_.lengths[i]};
 }
@@ -79,7 +92,7 @@ void WireDecoder::expect(State s, std::size_t need) noexcept {
 std::span<std::byte> WireDecoder::target() noexcept {
   switch (state_) {
     case State::segment:
-      return frame_.segment(segment_).subspan(have_);
+      return frame_.storage(segment_).subspan(have_);
     case State::frame_ready:
     case State::failed:
       return {};
@@ -118,15 +131,23 @@ std::optional<DecodeEvent> WireDecoder::feed_whole(std::span<const std::byte>& i
   const Preamble& pre = p.value();
   const std::size_t total = kPreambleSize + pre.payload_size() + pre.epilogue_size();
   if (in.size() < total) return std::nullopt;
-  frame_.allocate(pre);  // bounded: decode_preamble checked the sum of the lengths
   const std::byte* src = in.data() + kPreambleSize;
+  // Alignment 0 or 1 everywhere: the wire's back-to-back layout is what allocate() would
+  // build, so the segments can stay where they are.
+  const bool borrow = options_.borrow && std::all_of(pre.alignments.begin(), pre.alignments.end(),
+                                                     [](std::uint16_t a) { return a <= 1; });
+  if (borrow) {
+    frame_.borrow(pre, src);
+  } else {
+    frame_.allocate(pre);  // bounded: decode_preamble checked the sum of the lengths
+  }
   const std::byte* epilogue = src + pre.payload_size();
   stats_.bytes += total;
   in = in.subspan(total);
   for (std::size_t i = 0; i < pre.segment_count; ++i) {
     const std::span<const std::byte> seg(src, pre.lengths[i]);
     src += seg.size();
-    if (!seg.empty()) std::memcpy(frame_.segment(i).data(), seg.data(), seg.size());
+    if (!borrow && !seg.empty()) std::memcpy(frame_.storage(i).data(), seg.data(), seg.size());
     // crc32c of an empty segment is 0, as the epilogue says.
     if (wire::load_le<std::uint32_t>(epilogue + kSegmentCrcSize * i) != crc32c(seg)) {
       return fail(WireErrc::segment_crc);
@@ -167,6 +188,13 @@ DecodeEvent WireDecoder::finish() {
 Frame WireDecoder::take_frame() noexcept {
   if (state_ != State::frame_ready) return {};
   expect(State::preamble, kPreambleSize);
+  if (frame_.borrowed()) {  // the storage block stays here for the next frame that needs one
+    Frame f;
+    f.preamble_ = frame_.preamble_;
+    f.offsets_ = frame_.offsets_;
+    f.view_ = std::exchange(frame_.view_, nullptr);
+    return f;
+  }
   return std::move(frame_);
 }
 

@@ -34,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <system_error>
+#include <utility>
 
 #include "msg/banner.h"
 #include "msg/frame.h"
@@ -50,37 +51,65 @@ struct AlignedDelete {  // for storage from ::operator new(size, align_val_t)
 
 // A received frame: type, flags, and its segments in one allocation, each segment at an
 // address that is a multiple of its alignment (at least alignof(std::max_align_t) for the
-// allocation itself). Move-only; owns its storage.
+// allocation itself). Move-only; owns its storage - except a borrowed frame
+// (DecoderOptions::borrow), whose segments point into the bytes the decoder was fed and are
+// valid only while those are (a moved-from frame, borrowed or not, has no segments).
 class Frame {
  public:
   Frame() = default;
+  Frame(Frame&& o) noexcept { *this = std::move(o); }
+  Frame& operator=(Frame&& o) noexcept {
+    preamble_ = o.preamble_;
+    offsets_ = o.offsets_;
+    storage_ = std::move(o.storage_);
+    capacity_ = std::exchange(o.capacity_, 0);
+    view_ = std::exchange(o.view_, nullptr);
+    return *this;
+  }
+  Frame(const Frame&) = delete;
+  Frame& operator=(const Frame&) = delete;
+  ~Frame() = default;
+
   FrameType type() const noexcept { return preamble_.type; }
   std::uint8_t flags() const noexcept { return preamble_.flags; }
   std::size_t segment_count() const noexcept { return preamble_.segment_count; }
   // Segment i < segment_count(); an empty span for i beyond it (and for a moved-from frame).
   std::span<const std::byte> segment(std::size_t i) const noexcept;
-  std::span<std::byte> segment(std::size_t i) noexcept;
   // The alignment the sender asked for segment i (0: none), as in the preamble.
   std::uint16_t alignment(std::size_t i) const noexcept {
     return i < kMaxSegments ? preamble_.alignments[i] : 0;
   }
   std::size_t payload_size() const noexcept;  // sum of the segment lengths
+  // Whether the segments point into the decoder's input instead of storage of its own.
+  bool borrowed() const noexcept { return view_ != nullptr; }
+  // Whether it holds a storage block (WireDecoder::recycle can use it).
+  bool owns_storage() const noexcept { return storage_ != nullptr; }
 
  private:
   friend class WireDecoder;
   // Storage for the preamble's segments (already validated and bounded): the block it has
   // when that is large and aligned enough (WireDecoder::recycle), else a new one.
   void allocate(const Preamble& p);
+  // The segments lie back to back at `at` (no segment asks for an alignment): point there.
+  // The storage block stays for the next frame that needs one.
+  void borrow(const Preamble& p, const std::byte* at) noexcept;
+  std::span<std::byte> storage(std::size_t i) noexcept;  // segment i in storage_ (decoder)
   Preamble preamble_{};
   std::array<std::size_t, kMaxSegments> offsets_{};
   std::unique_ptr<std::byte[], detail::AlignedDelete> storage_;
-  std::size_t capacity_ = 0;  // bytes of storage_
+  std::size_t capacity_ = 0;         // bytes of storage_
+  const std::byte* view_ = nullptr;  // borrowed: where segment 0 starts
 };
 
 struct DecoderOptions {
   Banner local;               // ours: the peer's banner is negotiated against it
   FrameLimits limits;         // what we accept
   bool expect_banner = true;  // false: frames from the first byte (tests, fuzzing)
+  // A frame that lies whole in the span given to one feed() and whose segments ask for no
+  // alignment is not copied: its segments point into that span (Frame::borrowed()), so
+  // the caller keeps those bytes unchanged until it is done with the frame. Off: every
+  // frame owns its bytes.
+  bool borrow = false;
 };
 
 enum class DecodeEvent : std::uint8_t {

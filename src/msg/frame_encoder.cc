@@ -87,18 +87,36 @@ Result<void> encode_frame(FrameType type, std::span<const Segment> segments,
 Result<std::size_t> encode_frame_to(std::span<std::byte> out, FrameType type,
                                     std::span<const Segment> segments, const FrameLimits& limits,
                                     std::uint8_t flags) noexcept {
-  RMSG_TRY(check(type, segments, limits, flags));
-  const std::size_t size = encoded_frame_size(segments);
+  // check()'s tests in its order, in one pass that also builds the preamble and the size
+  // (the per-message path: queue_frame encodes every frame through here).
+  if (segments.size() > kMaxSegments || (flags & ~kKnownFlags) != 0 ||
+      !is_known_frame_type(static_cast<std::uint8_t>(type))) {
+    return Errc::invalid_argument;
+  }
+  Preamble pre;
+  pre.type = type;
+  pre.flags = flags;
+  pre.segment_count = static_cast<std::uint8_t>(segments.size());
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const Segment& s = segments[i];
+    if ((s.alignment & (s.alignment - 1)) != 0) return Errc::invalid_argument;  // 0 or 2^k
+    total += s.data.size();
+    pre.lengths[i] = static_cast<std::uint32_t>(s.data.size());
+    pre.alignments[i] = s.alignment;
+  }
+  if (total > limits.max_frame_size) return make_error_code(WireErrc::oversize);
+  const std::size_t size =
+      kPreambleSize + static_cast<std::size_t>(total) + kSegmentCrcSize * segments.size();
   if (out.size() < size) return Errc::resource_exhausted;
-  encode_preamble(preamble_of(type, segments, flags), out.first<kPreambleSize>());
+  encode_preamble(pre, out.first<kPreambleSize>());
   std::byte* p = out.data() + kPreambleSize;
+  std::byte* epilogue = p + total;
   for (const auto& s : segments) {
     if (!s.data.empty()) std::memcpy(p, s.data.data(), s.data.size());
     p += s.data.size();
-  }
-  for (const auto& s : segments) {
-    wire::store_le<std::uint32_t>(p, crc32c(s.data));
-    p += kSegmentCrcSize;
+    wire::store_le<std::uint32_t>(epilogue, crc32c(s.data));
+    epilogue += kSegmentCrcSize;
   }
   return size;
 }

@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <new>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "msg/admission.h"
@@ -83,6 +85,29 @@ struct Session {
       : in(ack), backoff(backoff_policy) {}
 };
 
+// An allocator whose resize() leaves new bytes uninitialized (default-initialized, not
+// value-initialized): the write buffer grows by a frame's size and the encoder writes every
+// byte of it at once, so zero-filling it first (a memset per frame) is wasted work.
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() noexcept = default;
+  template <class U>
+  UninitAllocator(const UninitAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using WriteBuffer = std::vector<std::byte, UninitAllocator<std::byte>>;
+
 struct Connection {
   enum class Role : std::uint8_t { outbound, inbound };
   enum class State : std::uint8_t {
@@ -100,7 +125,7 @@ struct Connection {
   Stream stream;
   std::optional<msg::WireDecoder> decoder;
   std::optional<msg::Reassembler> reasm;  // open: incoming fragments
-  std::vector<std::byte> out;             // encoded frames not yet accepted by the stream
+  WriteBuffer out;                        // encoded frames not yet accepted by the stream
   std::size_t out_off = 0;
   std::uint64_t attempt_cs = 0;  // outbound: the connect_seq our hello asked for
   TimerId deadline = 0;          // handshake timeout

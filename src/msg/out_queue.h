@@ -245,6 +245,11 @@ class OutQueue {
   std::size_t size() const noexcept { return q_.size(); }
   std::size_t bytes() const noexcept { return bytes_; }
   std::size_t in_flight() const noexcept { return started_; }
+  // Every queued message started and none partly written: next() has nothing (a cheaper
+  // test than calling it, for the usual end of a pump).
+  bool all_written() const noexcept {
+    return started_ == q_.size() && partial_[0] == 0 && partial_[1] == 0;
+  }
   Seq acked() const noexcept { return acked_; }
   Seq last_queued() const noexcept { return next_seq_ - 1; }
   // The highest sequence number ever written on any connection (0: none).

@@ -12,11 +12,12 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
   const ConnId id = c.id;
   Session* s = find_session(c.peer);
   if (s == nullptr || s->conn != id) return drop(id, false);
-  const auto bad = make_error_code(MessengerErrc::bad_payload);
+  // Made only on failure: messenger_category() is a function-local static (a guard check).
+  auto bad = [] { return make_error_code(MessengerErrc::bad_payload); };
   switch (f.type()) {
     case FrameType::message: {
       auto h = msg::decode_message_header(f.segment(0));
-      if (!h) return fail(id, bad);
+      if (!h) return fail(id, bad());
       if (!s->out->ack(h->ack)) return fail(id, make_error_code(MessengerErrc::bad_ack));
       auto r = c.reasm->feed(s->in, h->seq, h->flags, f.segment(1));
       if (!r) return fail(id, r.error());
@@ -33,7 +34,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
     }
     case FrameType::ack: {
       auto v = msg::decode_value64(f.segment(0));
-      if (!v) return fail(id, bad);
+      if (!v) return fail(id, bad());
       if (!s->out->ack(v->value)) return fail(id, make_error_code(MessengerErrc::bad_ack));
       hot_.acks_received.add_owned();
       note_room(*s);
@@ -113,6 +114,10 @@ void Messenger::Impl::pump(Session& s) {
   bool wrote = false;
   bool drained = false;  // next() had nothing (more) to write
   while (c->pending_bytes() < options_.write_buffer) {
+    if (s.out->all_written()) {
+      drained = true;
+      break;
+    }
     const std::optional<msg::Chunk> m = s.out->next();
     if (!m) {
       drained = true;

@@ -48,7 +48,10 @@ void Messenger::Impl::on_accepted(Stream stream, Transport transport) {
 
 void Messenger::Impl::begin_handshake(Connection& c) {
   c.state = Connection::State::handshake;
-  c.decoder.emplace(msg::DecoderOptions{.local = msg::Banner{}, .limits = frame_limits_});
+  // borrow: consume() handles each frame before the bytes it read change (connection_io.cc),
+  // so a small frame is not copied out of the read buffer.
+  c.decoder.emplace(
+      msg::DecoderOptions{.local = msg::Banner{}, .limits = frame_limits_, .borrow = true});
   const auto banner = msg::encode_banner(msg::Banner{});
   c.out.insert(c.out.end(), banner.begin(), banner.end());
   const ConnId id = c.id;

@@ -1,7 +1,8 @@
 // libFuzzer target: the messenger's banner + frame decoder (src/msg/frame_decoder.h), all
 // that an unauthenticated peer's bytes reach before the session looks at a payload.
 // Input: byte 0 selects the options (bit 0: a banner first; bit 1: a 64-byte frame limit;
-// bit 2: we require feature bit 0), byte 1 seeds the chunking; the rest is the peer's bytes.
+// bit 2: we require feature bit 0; bit 3: the feed() decoder borrows, DecoderOptions::borrow),
+// byte 1 seeds the chunking; the rest is the peer's bytes.
 // Beyond fuzz_decoder_trace.h's per-input properties: feed() in one chunking and
 // prepare()/commit() in another see the same events at the same offsets, and the stats
 // count exactly what the events said. And, since the decoder's CRCs are checked only
@@ -31,7 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.local.supported = 0xFF;
   o.local.required = (mode & 4) != 0 ? 1 : 0;
 
-  WireDecoder a(o);
+  DecoderOptions borrowing = o;
+  borrowing.borrow = (mode & 8) != 0;  // frames then point into `wire`, which stays unchanged
+  WireDecoder a(borrowing);
   const auto t1 = fuzz::run_feed(a, wire, fuzz::Chunker(seed, 1 + (seed >> 4) * 16));
   WireDecoder b(o);
   const auto t2 = fuzz::run_prepare(b, wire, fuzz::Chunker(seed * 7u + 3, 1 + (seed & 15)));

@@ -41,6 +41,34 @@ TEST(OutQueue, SequenceNumbersStartAtOneAndStayOnReplay) {
   EXPECT_EQ(budget.messages(), 2u);
 }
 
+// all_written() (pump's cheap "nothing left" test) holds exactly when every queued message
+// went out whole on this connection, and whenever it holds next() has nothing.
+TEST(OutQueue, AllWrittenMeansNextHasNothing) {
+  QueueBudget budget{100, 1 << 20};
+  QueueLimits limits;
+  limits.fragment_size = 10;
+  OutQueue q(limits, budget);
+  EXPECT_TRUE(q.all_written());  // empty
+  ASSERT_TRUE(q.push(bytes(5)).ok());
+  EXPECT_FALSE(q.all_written());
+  q.mark_written();
+  EXPECT_TRUE(q.all_written());
+  EXPECT_FALSE(q.next().has_value());
+  ASSERT_TRUE(q.push(bytes(25), Lane::bulk).ok());  // three chunks
+  q.mark_written();
+  EXPECT_FALSE(q.all_written());  // started, partly written
+  EXPECT_TRUE(q.next().has_value());
+  EXPECT_EQ(write_all(q), 2);
+  EXPECT_TRUE(q.all_written());
+  q.rewind();  // a new connection: everything goes again
+  EXPECT_FALSE(q.all_written());
+  EXPECT_EQ(write_all(q), 4);
+  EXPECT_TRUE(q.all_written());
+  ASSERT_TRUE(q.ack(2).ok());
+  EXPECT_TRUE(q.all_written());
+  EXPECT_EQ(q.size(), 0u);
+}
+
 TEST(OutQueue, AckDropsFrontAndRejectsTheFuture) {
   QueueBudget budget{100, 1000};
   OutQueue q({}, budget);
