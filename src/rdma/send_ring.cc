@@ -7,6 +7,15 @@
 #include "base/debug_assert.h"
 
 namespace rmsg::rdma {
+namespace {
+
+// (a + b) mod n for a + b < 2n: no division on the data path.
+std::uint32_t wrap_add(std::uint32_t a, std::uint32_t b, std::uint32_t n) noexcept {
+  const std::uint32_t s = a + b;
+  return s >= n ? s - n : s;
+}
+
+}  // namespace
 
 void SendRing::reset(std::uint32_t blocks, std::uint32_t slots, std::uint32_t first_block,
                      std::uint32_t first_slot) {
@@ -34,7 +43,7 @@ bool SendRing::signal_rule(bool force, std::uint32_t blocks_after,
 }
 
 SendRing::Post SendRing::take_slot(bool data, std::uint32_t block, bool signal) {
-  Post p{(oldest_ + in_flight_) % slots_, block, signal, 0};
+  Post p{wrap_add(oldest_, in_flight_, slots_), block, signal, 0};
   slot_flags_[p.slot] = (data ? kHoldsBlock : 0) | (signal ? kSignalled : 0);
   ++in_flight_;
   signalled_ += signal ? 1 : 0;
@@ -84,7 +93,7 @@ SendRing::Stage SendRing::stage(std::uint32_t capacity, std::uint32_t want) {
 
 SendRing::Post SendRing::post_staged(bool force_signal) {
   RMSG_DEBUG_ASSERT(in_flight_ < slots_ && staged_ > 0);
-  const std::uint32_t block = (head_ + blocks_ - staged_) % blocks_;
+  const std::uint32_t block = wrap_add(head_, blocks_ - staged_, blocks_);
   Post p = take_slot(true, block, signal_rule(force_signal, free_blocks(), free_slots() - 1));
   p.len = std::exchange(fill_[block], 0);
   --staged_;
@@ -95,14 +104,13 @@ SendRing::Post SendRing::post_staged(bool force_signal) {
 
 std::uint32_t SendRing::complete(std::uint32_t slot) {
   if (slot >= slots_) return 0;
-  const std::uint32_t distance = (slot + slots_ - oldest_) % slots_;
+  const std::uint32_t distance = wrap_add(slot, slots_ - oldest_, slots_);
   if (distance >= in_flight_) return 0;  // not in flight: stale, repeated or bogus
   const std::uint32_t n = distance + 1;
   // The oldest block in use: blocks are taken in order, so the WRs completing now free
   // the blocks from there on.
-  std::uint32_t tail = (head_ + 2 * blocks_ - blocks_in_use_ - staged_) % blocks_;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const std::uint32_t s = (oldest_ + i) % slots_;
+  std::uint32_t tail = wrap_add(head_, blocks_ - blocks_in_use_ - staged_, blocks_);
+  for (std::uint32_t i = 0, s = oldest_; i < n; ++i, s = s + 1 == slots_ ? 0 : s + 1) {
     if ((slot_flags_[s] & kSignalled) != 0) --signalled_;
     if ((slot_flags_[s] & kHoldsBlock) != 0) {
       RMSG_DEBUG_ASSERT(block_busy_[tail] == 1);
@@ -112,7 +120,7 @@ std::uint32_t SendRing::complete(std::uint32_t slot) {
     }
     slot_flags_[s] = 0;
   }
-  oldest_ = (oldest_ + n) % slots_;
+  oldest_ = wrap_add(oldest_, n, slots_);
   in_flight_ -= n;
   marked_ = marked_ > n ? marked_ - n : 0;
   check();
