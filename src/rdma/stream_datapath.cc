@@ -143,6 +143,7 @@ Result<std::size_t> RdmaStream::send_inline(const std::byte* data, std::uint32_t
   add_wr(chain, wire::MsgType::data, data, len, send_ring_.post(false));
   if (auto r = post_chain(chain); !r) return write_failed(r.error(), 0);
   counters_->bytes_sent.add(len);
+  counters_->inline_sends.add();
   ++progress_;
   return std::size_t{len};
 }
