@@ -7,15 +7,6 @@
 #include "base/debug_assert.h"
 
 namespace rmsg::rdma {
-namespace {
-
-// (a + b) mod n for a + b < 2n: no division on the data path.
-std::uint32_t wrap_add(std::uint32_t a, std::uint32_t b, std::uint32_t n) noexcept {
-  const std::uint32_t s = a + b;
-  return s >= n ? s - n : s;
-}
-
-}  // namespace
 
 void SendRing::reset(std::uint32_t blocks, std::uint32_t slots, std::uint32_t first_block,
                      std::uint32_t first_slot) {
@@ -32,38 +23,6 @@ void SendRing::reset(std::uint32_t blocks, std::uint32_t slots, std::uint32_t fi
   slot_flags_.assign(slots, 0);
   block_busy_.assign(blocks, 0);
   fill_.assign(blocks, 0);
-}
-
-// Without a signalled WR at the point where space runs out, no completion would come to
-// free it, and writable readiness would never hold again.
-bool SendRing::signal_rule(bool force, std::uint32_t blocks_after,
-                           std::uint32_t slots_after) const {
-  const std::uint32_t interval = std::max<std::uint32_t>(1, blocks_ / 2);
-  return force || blocks_after == 0 || slots_after <= 1 || unsignalled_ + 1 >= interval;
-}
-
-SendRing::Post SendRing::take_slot(bool data, std::uint32_t block, bool signal) {
-  Post p{wrap_add(oldest_, in_flight_, slots_), block, signal, 0};
-  slot_flags_[p.slot] = (data ? kHoldsBlock : 0) | (signal ? kSignalled : 0);
-  ++in_flight_;
-  signalled_ += signal ? 1 : 0;
-  unsignalled_ = signal ? 0 : unsignalled_ + 1;
-  return p;
-}
-
-SendRing::Post SendRing::post(bool data, bool force_signal) {
-  RMSG_DEBUG_ASSERT(in_flight_ < slots_);
-  RMSG_DEBUG_ASSERT(!data || (free_blocks() > 0 && staged_ == 0));
-  const bool signal = signal_rule(force_signal, free_blocks() - (data ? 1 : 0), free_slots() - 1);
-  const Post p = take_slot(data, head_, signal);
-  if (data) {
-    RMSG_DEBUG_ASSERT(block_busy_[head_] == 0);  // never handed out twice
-    block_busy_[head_] = 1;
-    ++blocks_in_use_;
-    head_ = head_ + 1 == blocks_ ? 0 : head_ + 1;
-  }
-  check();
-  return p;
 }
 
 bool SendRing::can_stage(std::uint32_t capacity) const noexcept {
@@ -125,15 +84,6 @@ std::uint32_t SendRing::complete(std::uint32_t slot) {
   marked_ = marked_ > n ? marked_ - n : 0;
   check();
   return n;
-}
-
-void SendRing::check() const {
-  RMSG_DEBUG_ASSERT(blocks_in_use_ + staged_ <= blocks_);
-  RMSG_DEBUG_ASSERT(in_flight_ <= slots_);
-  RMSG_DEBUG_ASSERT(blocks_in_use_ <= in_flight_);  // each block in use has its WR in flight
-  RMSG_DEBUG_ASSERT(marked_ <= in_flight_);
-  RMSG_DEBUG_ASSERT(signalled_ <= in_flight_);
-  RMSG_DEBUG_ASSERT(head_ < blocks_ && oldest_ < slots_);
 }
 
 }  // namespace rmsg::rdma
