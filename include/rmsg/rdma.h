@@ -112,7 +112,8 @@ Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
 // Counters (rmsg/counters.h) of one RDMA stream: bytes_sent/_received, messages_sent/
 // _received (data), control_messages_sent, keepalives_sent/_received, probes_sent
 // (window probes of a writer stalled on credits), credit_stalls, write_would_block,
-// read_would_block, bytes_staged (written while no SEND could go: staged), idle_timeouts,
+// read_would_block, bytes_staged (written while no SEND could go: staged), inline_sends
+// (writes posted inline from the caller's bytes, no send block), idle_timeouts,
 // wc_flushed, rnr_retry_exceeded, wc_error.<status>, async_event.<type>. Null when `stream` is not
 // an RDMA stream or has no device yet; valid while the stream lives.
 const CounterSet* rdma_stream_counters(const Stream& stream);

@@ -25,22 +25,21 @@ void PollSet::remove(std::uint64_t id) {
   snapshot_valid_ = false;
 }
 
-const std::vector<std::shared_ptr<PollSet::Poller>>& PollSet::snapshot() {
-  if (!snapshot_valid_) {
-    snapshot_.clear();
-    for (const auto& entry : pollers_) snapshot_.push_back(entry.second);
-    snapshot_valid_ = true;
-  }
-  return snapshot_;
+void PollSet::rebuild_snapshot() {
+  snapshot_.clear();
+  for (const auto& entry : pollers_) snapshot_.push_back(entry.second);
+  snapshot_valid_ = true;
 }
 
 int PollSet::poll_all() {
   // A copy of the shared_ptrs would allocate on every spin pass; the vector is only
-  // rebuilt at the start of a later pass, so iterating it by index stays valid.
+  // rebuilt at the start of a later pass, so iterating it by index stays valid, and it
+  // keeps each poller alive through the pass even if the poller removes itself (no
+  // shared_ptr copy per poller: two locked instructions on every spin pass).
   const auto& pollers = snapshot();
   int found = 0;
   for (std::size_t i = 0, n = pollers.size(); i < n; ++i) {
-    const auto p = pollers[i];  // alive even if it removes itself
+    Poller* const p = pollers[i].get();
     if (!p->removed && p->poll()) ++found;
   }
   return found;
@@ -50,7 +49,7 @@ int PollSet::arm_all() {
   const auto& pollers = snapshot();
   int found = 0;
   for (std::size_t i = 0, n = pollers.size(); i < n; ++i) {
-    const auto p = pollers[i];
+    Poller* const p = pollers[i].get();  // alive through the pass: see poll_all
     if (p->removed || !p->arm || !p->arm()) continue;
     arms_.add_owned();
     if (!p->removed && p->poll()) ++found;

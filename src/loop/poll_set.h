@@ -58,7 +58,11 @@ class PollSet {
   };
   // A pass runs over a snapshot, rebuilt (without allocating, once its capacity fits)
   // only after pollers were added or removed: a poller may add or remove pollers.
-  const std::vector<std::shared_ptr<Poller>>& snapshot();
+  const std::vector<std::shared_ptr<Poller>>& snapshot() {
+    if (!snapshot_valid_) rebuild_snapshot();
+    return snapshot_;
+  }
+  void rebuild_snapshot();
 
   std::map<std::uint64_t, std::shared_ptr<Poller>> pollers_;
   std::vector<std::shared_ptr<Poller>> snapshot_;

@@ -162,6 +162,7 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   void add_wr(SendChain& chain, wire::MsgType type, const std::byte* src, std::uint32_t len,
               const SendRing::Post& post);
   std::size_t stage_rest(GatherSource& src, std::size_t left);
+  Result<std::size_t> send_inline(const std::byte* data, std::uint32_t len);
   Result<void> flush_staged();
   Result<void> post_chain(SendChain& chain);
   Result<void> post_probe();
@@ -229,6 +230,14 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   std::shared_ptr<LiveStreams> live_ = LiveStreams::of(loop_);
   std::uint64_t live_id_ = live_->add(this);
   void notify_pass();
+  bool run_callback(Task& slot, const std::uint64_t& sets);
+  std::uint64_t readable_sets_ = 0;  // on_readable() calls: a running callback set a new one
+  std::uint64_t writable_sets_ = 0;
+  // poll_from_loop: inside the loop's poll of this stream, where a due readiness pass runs
+  // as soon as the poll returns instead of through defer()
+  bool in_poller_ = false;
+  bool notify_now_ = false;
+  bool poll_from_loop();
   void forget_live() noexcept;  // teardown, ~RdmaStream: pending passes find nothing
   std::uint64_t progress_ = 0;
   // on_writable rests after a call that made no write()/writev() call and no progress:

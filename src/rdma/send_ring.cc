@@ -25,38 +25,6 @@ void SendRing::reset(std::uint32_t blocks, std::uint32_t slots, std::uint32_t fi
   fill_.assign(blocks, 0);
 }
 
-// Without a signalled WR at the point where space runs out, no completion would come to
-// free it, and writable readiness would never hold again.
-bool SendRing::signal_rule(bool force, std::uint32_t blocks_after,
-                           std::uint32_t slots_after) const {
-  const std::uint32_t interval = std::max<std::uint32_t>(1, blocks_ / 2);
-  return force || blocks_after == 0 || slots_after <= 1 || unsignalled_ + 1 >= interval;
-}
-
-SendRing::Post SendRing::take_slot(bool data, std::uint32_t block, bool signal) {
-  Post p{(oldest_ + in_flight_) % slots_, block, signal, 0};
-  slot_flags_[p.slot] = (data ? kHoldsBlock : 0) | (signal ? kSignalled : 0);
-  ++in_flight_;
-  signalled_ += signal ? 1 : 0;
-  unsignalled_ = signal ? 0 : unsignalled_ + 1;
-  return p;
-}
-
-SendRing::Post SendRing::post(bool data, bool force_signal) {
-  RMSG_DEBUG_ASSERT(in_flight_ < slots_);
-  RMSG_DEBUG_ASSERT(!data || (free_blocks() > 0 && staged_ == 0));
-  const bool signal = signal_rule(force_signal, free_blocks() - (data ? 1 : 0), free_slots() - 1);
-  const Post p = take_slot(data, head_, signal);
-  if (data) {
-    RMSG_DEBUG_ASSERT(block_busy_[head_] == 0);  // never handed out twice
-    block_busy_[head_] = 1;
-    ++blocks_in_use_;
-    head_ = head_ + 1 == blocks_ ? 0 : head_ + 1;
-  }
-  check();
-  return p;
-}
-
 bool SendRing::can_stage(std::uint32_t capacity) const noexcept {
   if (free_blocks() > 0) return true;
   return staged_ > 0 && fill_[head_ == 0 ? blocks_ - 1 : head_ - 1] < capacity;
@@ -84,7 +52,7 @@ SendRing::Stage SendRing::stage(std::uint32_t capacity, std::uint32_t want) {
 
 SendRing::Post SendRing::post_staged(bool force_signal) {
   RMSG_DEBUG_ASSERT(in_flight_ < slots_ && staged_ > 0);
-  const std::uint32_t block = (head_ + blocks_ - staged_) % blocks_;
+  const std::uint32_t block = wrap_add(head_, blocks_ - staged_, blocks_);
   Post p = take_slot(true, block, signal_rule(force_signal, free_blocks(), free_slots() - 1));
   p.len = std::exchange(fill_[block], 0);
   --staged_;
@@ -95,14 +63,13 @@ SendRing::Post SendRing::post_staged(bool force_signal) {
 
 std::uint32_t SendRing::complete(std::uint32_t slot) {
   if (slot >= slots_) return 0;
-  const std::uint32_t distance = (slot + slots_ - oldest_) % slots_;
+  const std::uint32_t distance = wrap_add(slot, slots_ - oldest_, slots_);
   if (distance >= in_flight_) return 0;  // not in flight: stale, repeated or bogus
   const std::uint32_t n = distance + 1;
   // The oldest block in use: blocks are taken in order, so the WRs completing now free
   // the blocks from there on.
-  std::uint32_t tail = (head_ + 2 * blocks_ - blocks_in_use_ - staged_) % blocks_;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const std::uint32_t s = (oldest_ + i) % slots_;
+  std::uint32_t tail = wrap_add(head_, blocks_ - blocks_in_use_ - staged_, blocks_);
+  for (std::uint32_t i = 0, s = oldest_; i < n; ++i, s = s + 1 == slots_ ? 0 : s + 1) {
     if ((slot_flags_[s] & kSignalled) != 0) --signalled_;
     if ((slot_flags_[s] & kHoldsBlock) != 0) {
       RMSG_DEBUG_ASSERT(block_busy_[tail] == 1);
@@ -112,20 +79,11 @@ std::uint32_t SendRing::complete(std::uint32_t slot) {
     }
     slot_flags_[s] = 0;
   }
-  oldest_ = (oldest_ + n) % slots_;
+  oldest_ = wrap_add(oldest_, n, slots_);
   in_flight_ -= n;
   marked_ = marked_ > n ? marked_ - n : 0;
   check();
   return n;
-}
-
-void SendRing::check() const {
-  RMSG_DEBUG_ASSERT(blocks_in_use_ + staged_ <= blocks_);
-  RMSG_DEBUG_ASSERT(in_flight_ <= slots_);
-  RMSG_DEBUG_ASSERT(blocks_in_use_ <= in_flight_);  // each block in use has its WR in flight
-  RMSG_DEBUG_ASSERT(marked_ <= in_flight_);
-  RMSG_DEBUG_ASSERT(signalled_ <= in_flight_);
-  RMSG_DEBUG_ASSERT(head_ < blocks_ && oldest_ < slots_);
 }
 
 }  // namespace rmsg::rdma

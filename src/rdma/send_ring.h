@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/debug_assert.h"
+
 namespace rmsg::rdma {
 
 class SendRing {
@@ -67,7 +69,20 @@ class SendRing {
   // rule says.
   // Signalled when it takes the last free block or leaves at most one slot, or every
   // blocks/2 WRs: a writer that runs out of space always has a completion coming.
-  Post post(bool data, bool force_signal = false);
+  Post post(bool data, bool force_signal = false) {
+    RMSG_DEBUG_ASSERT(in_flight_ < slots_);
+    RMSG_DEBUG_ASSERT(!data || (free_blocks() > 0 && staged_ == 0));
+    const bool signal = signal_rule(force_signal, free_blocks() - (data ? 1 : 0), free_slots() - 1);
+    const Post p = take_slot(data, head_, signal);
+    if (data) {
+      RMSG_DEBUG_ASSERT(block_busy_[head_] == 0);  // never handed out twice
+      block_busy_[head_] = 1;
+      ++blocks_in_use_;
+      head_ = head_ + 1 == blocks_ ? 0 : head_ + 1;
+    }
+    check();
+    return p;
+  }
 
   // Up to `want` bytes staged in blocks of `capacity` bytes: the rest of the last staged
   // block if it has room, else a free block, which becomes staged. Returns where the
@@ -89,7 +104,19 @@ class SendRing {
   bool marked_done() const noexcept { return marked_ == 0; }
 
  private:
-  void check() const;
+  void check() const {
+    RMSG_DEBUG_ASSERT(blocks_in_use_ + staged_ <= blocks_);
+    RMSG_DEBUG_ASSERT(in_flight_ <= slots_);
+    RMSG_DEBUG_ASSERT(blocks_in_use_ <= in_flight_);  // each block in use has its WR in flight
+    RMSG_DEBUG_ASSERT(marked_ <= in_flight_);
+    RMSG_DEBUG_ASSERT(signalled_ <= in_flight_);
+    RMSG_DEBUG_ASSERT(head_ < blocks_ && oldest_ < slots_);
+  }
+  // (a + b) mod n for a + b < 2n: no division on the data path.
+  static std::uint32_t wrap_add(std::uint32_t a, std::uint32_t b, std::uint32_t n) noexcept {
+    const std::uint32_t s = a + b;
+    return s >= n ? s - n : s;
+  }
 
   std::uint32_t blocks_ = 0;
   std::uint32_t slots_ = 0;
@@ -109,8 +136,20 @@ class SendRing {
   static constexpr std::uint8_t kHoldsBlock = 1;
   static constexpr std::uint8_t kSignalled = 2;
 
-  bool signal_rule(bool force, std::uint32_t blocks_after, std::uint32_t slots_after) const;
-  Post take_slot(bool data, std::uint32_t block, bool signal);
+  // Without a signalled WR at the point where space runs out, no completion would come to
+  // free it, and writable readiness would never hold again.
+  bool signal_rule(bool force, std::uint32_t blocks_after, std::uint32_t slots_after) const {
+    const std::uint32_t interval = blocks_ > 1 ? blocks_ / 2 : 1;
+    return force || blocks_after == 0 || slots_after <= 1 || unsignalled_ + 1 >= interval;
+  }
+  Post take_slot(bool data, std::uint32_t block, bool signal) {
+    Post p{wrap_add(oldest_, in_flight_, slots_), block, signal, 0};
+    slot_flags_[p.slot] = (data ? kHoldsBlock : 0) | (signal ? kSignalled : 0);
+    ++in_flight_;
+    signalled_ += signal ? 1 : 0;
+    unsignalled_ = signal ? 0 : unsignalled_ + 1;
+    return p;
+  }
 };
 
 }  // namespace rmsg::rdma

@@ -55,6 +55,7 @@ class StreamCounters {
   Owned credit_stalls = owned("credit_stalls");  // writes that stopped for lack of credits
   Owned write_would_block = owned("write_would_block");
   Owned bytes_staged = owned("bytes_staged");  // written while no SEND could go: staged
+  Owned inline_sends = owned("inline_sends");  // posted inline from the caller's bytes
   Owned read_would_block = owned("read_would_block");
   Owned idle_timeouts = owned("idle_timeouts");
   Owned wc_flushed = owned("wc_flushed");

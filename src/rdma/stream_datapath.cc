@@ -34,6 +34,10 @@ class RdmaStream::GatherSource {
     for (const auto p : parts) size_ += p.size();
   }
   std::size_t size() const noexcept { return size_; }
+  // The bytes when they are one span (a write(), or a writev() of one part).
+  const std::byte* single() const noexcept {
+    return parts_.size() == 1 ? parts_[0].data() : nullptr;
+  }
   // Copies the next `len` bytes (len <= what is left) to `dst`.
   void copy_to(std::byte* dst, std::size_t len) noexcept {
     while (len > 0) {
@@ -93,6 +97,10 @@ Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
   }
   if (error_) return error_;  // a bad completion just reaped
   if (auto r = flush_staged(); !r) return write_failed(r.error(), 0);
+  if (size <= res_->inline_granted && src.single() != nullptr && send_ring_.staged_blocks() == 0 &&
+      credits_.can_send_data() && sq_free() >= 2) {
+    return send_inline(src.single(), static_cast<std::uint32_t>(size));
+  }
   SendChain chain;
   std::size_t staged = 0;  // bytes in the chain
   std::size_t done = 0;    // bytes posted
@@ -124,6 +132,20 @@ Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
   counters_->bytes_sent.add(done);
   ++progress_;
   return done;
+}
+
+// A message the QP takes inline goes out from the caller's bytes: the provider copies
+// them into the send queue during ibv_post_send, so the WR holds no send block (no copy
+// into one, no block to free, and small writes in flight are bounded by credits and SQ
+// slots, not by blocks). The peer sees the same SEND as from a block.
+Result<std::size_t> RdmaStream::send_inline(const std::byte* data, std::uint32_t len) {
+  SendChain chain;
+  add_wr(chain, wire::MsgType::data, data, len, send_ring_.post(false));
+  if (auto r = post_chain(chain); !r) return write_failed(r.error(), 0);
+  counters_->bytes_sent.add(len);
+  counters_->inline_sends.add();
+  ++progress_;
+  return std::size_t{len};
 }
 
 // Copies up to `left` more bytes of `src` into staged blocks; returns how many fit.

@@ -12,6 +12,7 @@ namespace rmsg::rdma {
 void RdmaStream::on_readable(Task callback) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
   on_readable_ = std::move(callback);
+  ++readable_sets_;
   want_ |= kWantRead;
   schedule_notify();
 }
@@ -19,6 +20,7 @@ void RdmaStream::on_readable(Task callback) {
 void RdmaStream::on_writable(Task callback) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
   on_writable_ = std::move(callback);
+  ++writable_sets_;
   write_resting_ = false;
   want_ |= kWantWrite;
   schedule_notify();
@@ -53,6 +55,10 @@ void RdmaStream::schedule_notify() {
   const bool write_due = (want_ & kWantWrite) != 0 && on_writable_ && writable_now();
   if (!read_due && !write_due) return;
   notify_scheduled_ = true;
+  if (in_poller_) {  // poll_from_loop runs the pass when the poll returns
+    notify_now_ = true;
+    return;
+  }
   // The task carries the stream's number, not a pointer kept alive (live_streams.h): a
   // trivially copyable lambda is stored inside the std::function, with no allocation.
   loop_.defer([live = live_.get(), id = live_id_] {
@@ -60,27 +66,35 @@ void RdmaStream::schedule_notify() {
   });
 }
 
+// Runs a due callback, moved out while it runs (a copy of a std::function costs two
+// indirect calls) and put back unless the callback set a new one or closed the stream.
+// False when the callback destroyed the stream.
+bool RdmaStream::run_callback(Task& slot, const std::uint64_t& sets) {
+  LiveStreams* const live = live_.get();
+  const std::uint64_t id = live_id_;
+  const std::uint64_t sets_before = sets;
+  Task cb = std::move(slot);
+  cb();
+  if (live->find(id) == nullptr) return false;
+  if (sets == sets_before && !closed()) slot = std::move(cb);
+  return true;
+}
+
 // One notification pass. A callback may close or destroy the stream: after each, it is
 // looked up again by number (locals only: `this` may be gone).
 void RdmaStream::notify_pass() {
-  LiveStreams* const live = live_.get();
-  const std::uint64_t id = live_id_;
   notify_scheduled_ = false;
   if ((want_ & kWantRead) != 0 && on_readable_ && readable_now()) {
     want_ &= ~kWantRead;
     const std::uint64_t before = progress_;
-    Task cb = on_readable_;
-    cb();
-    if (live->find(id) == nullptr) return;
+    if (!run_callback(on_readable_, readable_sets_)) return;
     if (progress_ != before) want_ |= kWantRead;
   }
   if ((want_ & kWantWrite) != 0 && on_writable_ && writable_now()) {
     want_ &= ~kWantWrite;
     const std::uint64_t before = progress_;
     const std::uint64_t writes_before = write_calls_;
-    Task cb = on_writable_;
-    cb();
-    if (live->find(id) == nullptr) return;
+    if (!run_callback(on_writable_, writable_sets_)) return;
     if (progress_ != before) {
       want_ |= kWantWrite;
     } else if (write_calls_ == writes_before) {

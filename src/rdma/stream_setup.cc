@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cerrno>
 #include <mutex>
+#include <utility>
 
 #include "base/debug_assert.h"
 #include "loop/loop_thread.h"
@@ -249,8 +250,21 @@ Result<void> RdmaStream::watch_completions() {
   send_armed_ = false;
   recv_armed_ = false;
   poller_ =
-      loop_.add_poller([this] { return poll_completions(); }, [this] { return arm_completions(); });
+      loop_.add_poller([this] { return poll_from_loop(); }, [this] { return arm_completions(); });
   return {};
+}
+
+// The loop's poller. A readiness pass made due by what the poll reaped runs when the poll
+// returns, inside the same poller call, rather than through defer() and the loop's
+// deferred queue: the poller runs at the top of the loop's iteration, where a callback
+// may run, and a busy loop's message gets to its reader without a queued task. What the
+// pass makes due again goes through defer() as usual (in_poller_ is off by then).
+bool RdmaStream::poll_from_loop() {
+  in_poller_ = true;
+  const bool found = poll_completions();
+  in_poller_ = false;
+  if (std::exchange(notify_now_, false)) notify_pass();  // may destroy this stream
+  return found;
 }
 
 void RdmaStream::unwatch_completions() {

@@ -114,11 +114,4 @@ Result<Hello> decode_hello(std::span<const std::byte> data) {
   return h;
 }
 
-Result<Imm> decode_imm(std::uint32_t imm) {
-  if ((imm >> 24) != 0) return Errc::protocol_error;
-  const auto type = (imm >> 16) & 0xFF;
-  if (type > static_cast<std::uint32_t>(MsgType::keepalive)) return Errc::protocol_error;
-  return Imm{static_cast<MsgType>(type), static_cast<std::uint16_t>(imm & 0xFFFF)};
-}
-
 }  // namespace rmsg::rdma::wire

@@ -123,7 +123,12 @@ struct Imm {
 constexpr std::uint32_t encode_imm(MsgType type, std::uint16_t credits) noexcept {
   return (static_cast<std::uint32_t>(type) << 16) | credits;
 }
-Result<Imm> decode_imm(std::uint32_t imm);
+inline Result<Imm> decode_imm(std::uint32_t imm) {
+  if ((imm >> 24) != 0) return Errc::protocol_error;
+  const auto type = (imm >> 16) & 0xFF;
+  if (type > static_cast<std::uint32_t>(MsgType::keepalive)) return Errc::protocol_error;
+  return Imm{static_cast<MsgType>(type), static_cast<std::uint16_t>(imm & 0xFFFF)};
+}
 
 // ---- wr_id of every work request (local only, never on the wire).
 //  bits 63..48 generation of the connection structure (stale completions of an earlier

@@ -130,6 +130,35 @@ TEST_F(RdmaDatapath, SmallWritesStalledOnCreditsShareBlocks) {
   EXPECT_LE(rdma_stream_info(client)->data_messages_sent, direct + 3);
 }
 
+// A write that fits inline goes out from the caller's bytes and holds no send block: with
+// one send block, several small writes in a row all post at once (none waits for the
+// block's completion, none is staged), and the bytes arrive in order.
+TEST_F(RdmaDatapath, InlineWritesHoldNoSendBlock) {
+  ASSERT_NO_FATAL_FAILURE(use_mode(Mode::adaptive));
+  RdmaOptions o = datapath_options();
+  o.send_block_count = 1;  // SQ depth 3: two data WRs in flight leave one slot for control
+  Stream client, server;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(o, datapath_options(), client, server));
+  ASSERT_GE(rdma_stream_info(client)->inline_granted, 64u);
+  constexpr std::size_t kWrites = 2, kSize = 64;
+  const auto data = random_bytes(kWrites * kSize, fresh_seed("inline writes"));
+  const auto before = rdma_stream_info(client)->data_messages_sent;
+  for (std::size_t i = 0; i < kWrites; ++i) {
+    auto w = client.write(std::span(data).subspan(i * kSize, kSize));
+    ASSERT_TRUE(w.ok()) << i << ": " << w.error().message();
+    ASSERT_EQ(w.value(), kSize) << i;
+  }
+  EXPECT_EQ(rdma_stream_info(client)->data_messages_sent - before, kWrites);
+  const CounterSet* counters = rdma_stream_counters(client);
+  EXPECT_EQ(counters->value("bytes_staged"), 0u);
+  EXPECT_GE(counters->value("inline_sends"), kWrites);
+  Reader reader(server, fresh_seed("reader"), 4096);
+  ASSERT_TRUE(
+      loop().run_for([&] { return reader.got.size() >= data.size() || reader.error; }, 30s));
+  ASSERT_FALSE(reader.error) << reader.error.message();
+  EXPECT_TRUE(reader.got == data);
+}
+
 // A writer of random small chunks against a reader that keeps up: credits come and go,
 // writes are posted or staged as they come, and every byte arrives once, in order.
 TEST_F(RdmaDatapath, MixedPostedAndStagedWritesAreByteExact) {
