@@ -56,7 +56,11 @@ Result<void> write_all(EventLoop& loop, Stream& s, std::span<const std::byte> da
   return {};
 }
 
-// Reads what is there; returns the bytes read (0 when nothing), or an error.
+// Reads what is there; returns the bytes read (0 when nothing), or an error. A read
+// shorter than the buffer took everything there was: the stream's readiness calls again
+// when more comes (a TCP socket is level-triggered; an RDMA stream's callback runs again
+// after a read that made progress while more is readable), so the read that would only
+// say would_block is not made, as the messenger does not make it (docs/messenger.md).
 Result<std::size_t> drain(Stream& s, std::span<std::byte> buf, bool echo, EventLoop& loop) {
   std::size_t total = 0;
   for (;;) {
@@ -68,6 +72,7 @@ Result<std::size_t> drain(Stream& s, std::span<std::byte> buf, bool echo, EventL
     if (n.value() == 0) return Errc::peer_closed;
     total += n.value();
     if (echo) RMSG_TRY(write_all(loop, s, buf.first(n.value())));
+    if (n.value() < buf.size()) return total;
   }
 }
 
