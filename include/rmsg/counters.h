@@ -27,9 +27,7 @@ class Counter {
   // add() for a counter that only one thread ever writes (an event loop's): a relaxed load
   // and store instead of an atomic read-modify-write. Readers on other threads still see
   // whole values; a concurrent add()/add_owned() from a second thread may be lost.
-  // Always inlined: GCC left it a call inside larger data-path functions, and under an
-  // emulator (qemu TCG) a call and return cost as much as ~20 instructions.
-  [[gnu::always_inline]] void add_owned(std::uint64_t n = 1) noexcept {
+  void add_owned(std::uint64_t n = 1) noexcept {
     v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
   void set(std::uint64_t n) noexcept { v_.store(n, std::memory_order_relaxed); }
