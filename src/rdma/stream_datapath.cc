@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/copy_bytes.h"
 #include "loop/loop_thread.h"
 #include "rdma/rdma_stream.h"
 #include "rmsg/log.h"
@@ -346,7 +347,7 @@ Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
     const RecvRing::Front f = recv_ring_.front();
     const auto n =
         static_cast<std::uint32_t>(std::min<std::size_t>(buf.size() - done, f.len - f.offset));
-    std::memcpy(buf.data() + done, res_->recv_block(f.block) + f.offset, n);
+    copy_bytes(buf.data() + done, res_->recv_block(f.block) + f.offset, n);
     done += n;
     if (recv_ring_.consume(n) && !error_ && !qp_error_) {
       if (const int rc = post_recv_block(f.block); rc != 0) fail(errno_code(rc));
