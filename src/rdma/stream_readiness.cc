@@ -43,44 +43,4 @@ void RdmaStream::defer_notify() {
   });
 }
 
-// Runs a due callback, moved out while it runs (a copy of a std::function costs two
-// indirect calls) and put back unless the callback set a new one or closed the stream.
-// False when the callback destroyed the stream. Inlined into notify_pass (a call and its
-// return cost ~20 instructions' time under qemu TCG, and this runs once per message).
-[[gnu::always_inline]] inline bool RdmaStream::run_callback(Task& slot, const std::uint64_t& sets) {
-  LiveStreams* const live = live_.get();
-  const std::uint64_t id = live_id_;
-  const std::uint64_t sets_before = sets;
-  Task cb = std::move(slot);
-  cb();
-  if (live->find(id) == nullptr) return false;
-  if (sets == sets_before && !closed()) slot = std::move(cb);
-  return true;
-}
-
-// One notification pass. A callback may close or destroy the stream: after each, it is
-// looked up again by number (locals only: `this` may be gone).
-void RdmaStream::notify_pass() {
-  notify_scheduled_ = false;
-  if ((want_ & kWantRead) != 0 && on_readable_ && readable_now()) {
-    want_ &= ~kWantRead;
-    const std::uint64_t before = progress_;
-    if (!run_callback(on_readable_, readable_sets_)) return;
-    if (progress_ != before) want_ |= kWantRead;
-  }
-  if ((want_ & kWantWrite) != 0 && on_writable_ && writable_now()) {
-    want_ &= ~kWantWrite;
-    const std::uint64_t before = progress_;
-    const std::uint64_t writes_before = write_calls_;
-    if (!run_callback(on_writable_, writable_sets_)) return;
-    if (progress_ != before) {
-      want_ |= kWantWrite;
-    } else if (write_calls_ == writes_before) {
-      write_resting_ = true;
-      write_rest_final_ = write_final();
-    }
-  }
-  schedule_notify();
-}
-
 }  // namespace rmsg::rdma
