@@ -275,8 +275,9 @@ class EventLoop::Impl {
     return ms > 1'000'000 ? 1'000'000 : static_cast<int>(ms);
   }
 
-  Result<int> run_once(Duration timeout) {
-    owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  // One iteration, by whoever owns the loop now (the entry points record the owner once:
+  // std::this_thread::get_id() is a call into libc per iteration otherwise).
+  Result<int> iterate(Duration timeout) {
     stats_.begin_iteration();
     in_iteration_ = true;
     const int found = poll_phase(timeout);
@@ -499,9 +500,10 @@ void EventLoop::post(Task task) {
 
 Result<void> EventLoop::run() {
   const Impl::Driving driving(*impl_);
+  impl_->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   // exchange: each stop() ends exactly one run(), also when it came before run() started.
   while (!impl_->stop_.exchange(false, std::memory_order_acq_rel)) {
-    auto r = impl_->run_once(Duration(-1));
+    auto r = impl_->iterate(Duration(-1));
     if (!r) return r.error();
   }
   return {};
@@ -513,7 +515,8 @@ void EventLoop::stop() {
 }
 
 Result<int> EventLoop::run_once(Duration timeout) {
-  return impl_->run_once(timeout);
+  impl_->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  return impl_->iterate(timeout);
 }
 
 bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point deadline) {
@@ -534,7 +537,7 @@ bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point d
     // Virtual time: poll, and skip to the next timer (the guard at the latest) when idle.
     // With no timer at all there is nothing to skip to: wait for I/O and posts.
     const bool skip = manual && impl_->timers_.next() != Clock::time_point::max();
-    auto ran = impl_->run_once(skip ? Duration::zero() : Duration(-1));
+    auto ran = impl_->iterate(skip ? Duration::zero() : Duration(-1));
     if (!ran) break;
     if (skip && ran.value() == 0) manual->advance_to(impl_->timers_.next());
   }

@@ -15,24 +15,12 @@ LoopStats::LoopStats(bool cpu_time)
       callback_cpu_ns_(set_.histogram("loop.callback_cpu_ns")),
       cpu_time_(cpu_time) {}
 
-void LoopStats::start() noexcept {
-  started_ = true;
-  wall_start_ = read_ns(CLOCK_MONOTONIC);
-  if (cpu_time_) cpu_mark_ = read_ns(CLOCK_THREAD_CPUTIME_ID);
-}
-
 void LoopStats::after_callback() noexcept {
   callbacks_.add_owned();
   if (!cpu_time_) return;
   const auto now = read_ns(CLOCK_THREAD_CPUTIME_ID);
   callback_cpu_ns_.record(now - cpu_mark_);
   cpu_mark_ = now;
-}
-
-void LoopStats::end_iteration() noexcept {
-  if (!started_) return;
-  started_ = false;
-  iteration_ns_.record(read_ns(CLOCK_MONOTONIC) - wall_start_);
 }
 
 }  // namespace rmsg::loop

@@ -31,20 +31,6 @@ void PollSet::rebuild_snapshot() {
   snapshot_valid_ = true;
 }
 
-int PollSet::poll_all() {
-  // A copy of the shared_ptrs would allocate on every spin pass; the vector is only
-  // rebuilt at the start of a later pass, so iterating it by index stays valid, and it
-  // keeps each poller alive through the pass even if the poller removes itself (no
-  // shared_ptr copy per poller: two locked instructions on every spin pass).
-  const auto& pollers = snapshot();
-  int found = 0;
-  for (std::size_t i = 0, n = pollers.size(); i < n; ++i) {
-    Poller* const p = pollers[i].get();
-    if (!p->removed && p->poll()) ++found;
-  }
-  return found;
-}
-
 int PollSet::arm_all() {
   const auto& pollers = snapshot();
   int found = 0;

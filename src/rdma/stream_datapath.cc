@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/copy_bytes.h"
 #include "loop/loop_thread.h"
 #include "rdma/rdma_stream.h"
 #include "rmsg/log.h"
@@ -61,9 +62,157 @@ class RdmaStream::GatherSource {
   std::size_t offset_ = 0;
 };
 
+// A consumed receive block is posted again: 0, or the provider's error. Inlined into the
+// data path (read(), a control message's completion); repost() for the rest.
+[[gnu::always_inline]] inline int RdmaStream::post_recv_block(std::uint32_t block) {
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(block)), geometry_.recv_block_size,
+              res_->recv_mr->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::recv, block);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  if (const int rc = ibv_post_recv(res_->qp.get(), &wr, &bad); rc != 0) return rc;
+  ++res_->recv_posted;
+  recv_ring_.on_posted(block);
+  credits_.on_reposted();
+  return 0;
+}
+
+// Inlined into reap_recv, its one caller.
+[[gnu::always_inline]] inline void RdmaStream::on_recv_completion(const ibv_wc& wc) {
+  if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
+  --res_->recv_posted;                                            // recycling reaps the rest
+  if (wc.status != IBV_WC_SUCCESS) {
+    counters_->wc_error(wc.status);
+    if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
+      RMSG_LOG(warn, "rdma receive completion: %s (%u bytes)", ibv_wc_status_str(wc.status),
+               wc.byte_len);
+      fail(make_wc_error(wc.status));
+    }
+    return;
+  }
+  if (error_) return;
+  const auto block = static_cast<std::uint32_t>(wire::wr_index(wc.wr_id));
+  auto imm = wire::decode_imm(ntohl(wc.imm_data));
+  const bool ok_opcode = wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
+  if (!ok_opcode || !imm || block >= recv_ring_.blocks()) {
+    RMSG_LOG(warn, "rdma: invalid receive completion (opcode %d, flags %#x)", wc.opcode,
+             wc.wc_flags);
+    return fail(make_error_code(Errc::protocol_error));
+  }
+  if (!credits_.on_granted(imm->credits)) {
+    RMSG_LOG(warn, "rdma: the peer returned %u credits, more than it was sent", imm->credits);
+    return fail(make_error_code(Errc::protocol_error));
+  }
+  const bool is_data = imm->type == wire::MsgType::data;
+  const bool bad_len =
+      is_data ? (wc.byte_len == 0 || wc.byte_len > geometry_.recv_block_size) : wc.byte_len != 0;
+  const bool after_fin_ok =
+      imm->type == wire::MsgType::credit || imm->type == wire::MsgType::keepalive;
+  const bool peer_fin = rx_ != RxState::open;
+  if (bad_len || (peer_fin && !after_fin_ok)) {
+    RMSG_LOG(warn, "rdma: invalid message (type %d, %u bytes%s)", static_cast<int>(imm->type),
+             wc.byte_len, peer_fin ? ", after FIN" : "");
+    return fail(make_error_code(Errc::protocol_error));
+  }
+  ++rx_messages_;
+  if (is_data) {
+    counters_->messages_received.add();
+    counters_->bytes_received.add(wc.byte_len);
+    if (!recv_ring_.on_data(block, wc.byte_len)) {
+      RMSG_LOG(warn, "rdma: completion of receive block %u, which is not posted", block);
+      return fail(make_error_code(Errc::protocol_error));
+    }
+    return;
+  }
+  if (!recv_ring_.on_control(block)) {
+    RMSG_LOG(warn, "rdma: completion of receive block %u, which is not posted", block);
+    return fail(make_error_code(Errc::protocol_error));
+  }
+  if (imm->type == wire::MsgType::fin) rx_ = RxState::fin_received;
+  if (imm->type == wire::MsgType::keepalive) {
+    peer_keepalive_ = true;
+    counters_->keepalives_received.add();
+  }
+  if (const int rc = post_recv_block(block); rc != 0) fail(errno_code(rc));
+}
+
+// The receive CQ's completions, inlined into the loop's poller (poll_from_loop) and
+// into poll_recv_cq for the other callers.
+[[gnu::always_inline]] inline int RdmaStream::reap_recv() {
+  ibv_wc wc[kPollBatch];
+  int total = 0;
+  for (;;) {
+    const int n = ibv_poll_cq(res_->recv_cq.get(), kPollBatch, wc);
+    if (n < 0) {
+      fail(make_error_code(Errc::device_error));
+      return total;
+    }
+    for (int i = 0; i < n; ++i) on_recv_completion(wc[i]);
+    total += n;
+    if (n < kPollBatch) return total;
+  }
+}
+
+[[gnu::always_inline]] inline bool RdmaStream::reap_completions() {
+  if (!res_) return false;
+  // The receive CQ first: a message that arrived is what a busy loop waits for. The send
+  // CQ only while a signalled WR is in flight (SendRing::signalled_in_flight), or once the
+  // QP failed: then the completion naming the cause may be there, and this pass still
+  // records it before the readiness pass reports the error. An empty ibv_poll_cq per pass
+  // was a third of a busy spin's work.
+  int n = reap_recv();
+  if (send_ring_.signalled_in_flight() > 0 || error_ || qp_error_) n += poll_send_cq();
+  if (n > 0) {
+    flush_control();
+    changed();
+  }
+  if (conn_ == ConnState::lingering) linger_progress();
+  return n > 0;
+}
+
+// The common small write (a request, a reply) is posted here without a further call but
+// the provider's post: under qemu TCG each call and return costs as much as ~20
+// instructions, and send_data's path made four. The conditions are exactly those under
+// which send_data would take its inline branch without reaping or flushing anything, and
+// what the peer sees is the same SEND (send_inline).
 Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
   write_called();
+  const std::size_t size = data.size();
+  if (conn_ == ConnState::established && !error_ && tx_ == TxState::open && rx_ != RxState::gone &&
+      size - 1 < res_->inline_granted && send_ring_.staged_blocks() == 0 &&
+      send_ring_.free_blocks() > 0 && sq_free() >= 2 && credits_.can_send_data()) {
+    ibv_send_wr wr{};
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(data.data()), static_cast<std::uint32_t>(size),
+                res_->send_mr->lkey};
+    const SendRing::Post post = send_ring_.post(false);
+    wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, post.slot);
+    wr.opcode = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data = htonl(wire::encode_imm(wire::MsgType::data, credits_.take_owed()));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_INLINE | (post.signalled ? unsigned{IBV_SEND_SIGNALED} : 0u);
+    credits_.on_sent();
+    ++tx_messages_;
+    ++stats_.data_messages_sent;
+    ++stats_.send_posts;
+    ibv_send_wr* bad = nullptr;
+    if (const int rc = ibv_post_send(res_->qp.get(), &wr, &bad); rc != 0) {
+      return write_failed(errno_code(rc), 0);
+    }
+    counters_->messages_sent.add();
+    counters_->bytes_sent.add(size);
+    counters_->inline_sends.add();
+    ++progress_;
+    return size;
+  }
+  return write_slow(data);
+}
+
+// Every other write(), kept out of write() so that its fast path stays small.
+[[gnu::noinline]] Result<std::size_t> RdmaStream::write_slow(std::span<const std::byte> data) {
   if (closed()) return Errc::closed;
   if (data.empty()) return Errc::invalid_argument;
   GatherSource src({&data, 1});
@@ -198,10 +347,10 @@ Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
     const RecvRing::Front f = recv_ring_.front();
     const auto n =
         static_cast<std::uint32_t>(std::min<std::size_t>(buf.size() - done, f.len - f.offset));
-    std::memcpy(buf.data() + done, res_->recv_block(f.block) + f.offset, n);
+    copy_bytes(buf.data() + done, res_->recv_block(f.block) + f.offset, n);
     done += n;
     if (recv_ring_.consume(n) && !error_ && !qp_error_) {
-      if (auto rp = repost(f.block); !rp) fail(rp.error());
+      if (const int rc = post_recv_block(f.block); rc != 0) fail(errno_code(rc));
     }
   }
   if (done > 0) {
@@ -298,21 +447,11 @@ Result<void> RdmaStream::post_chain(SendChain& chain) {
 }
 
 Result<void> RdmaStream::repost(std::uint32_t block) {
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(block)), geometry_.recv_block_size,
-              res_->recv_mr->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::recv, block);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  RMSG_TRY(verbs::check_rc(ibv_post_recv(res_->qp.get(), &wr, &bad)));
-  ++res_->recv_posted;
-  recv_ring_.on_posted(block);
-  credits_.on_reposted();
+  if (const int rc = post_recv_block(block); rc != 0) return errno_code(rc);
   return {};
 }
 
-void RdmaStream::flush_control() {
+void RdmaStream::flush_control_now() {
   if (!running() || error_ || qp_error_) return;
   if (auto r = flush_staged(); !r) return fail(r.error());
   if (tx_ == TxState::fin_pending && send_ring_.staged_blocks() == 0 && credits_.can_send_data() &&
@@ -329,20 +468,21 @@ void RdmaStream::flush_control() {
 }
 
 bool RdmaStream::poll_completions() {
-  if (!res_) return false;
-  // The receive CQ first: a message that arrived is what a busy loop waits for. The send
-  // CQ only while a signalled WR is in flight (SendRing::signalled_in_flight), or once the
-  // QP failed: then the completion naming the cause may be there, and this pass still
-  // records it before the readiness pass reports the error. An empty ibv_poll_cq per pass
-  // was a third of a busy spin's work.
-  int n = poll_recv_cq();
-  if (send_ring_.signalled_in_flight() > 0 || error_ || qp_error_) n += poll_send_cq();
-  if (n > 0) {
-    flush_control();
-    changed();
-  }
-  if (conn_ == ConnState::lingering) linger_progress();
-  return n > 0;
+  return reap_completions();
+}
+
+// The loop's poller (watch_completions). A readiness pass made due by what the poll reaped
+// runs when the poll returns, inside the same poller call, rather than through defer() and
+// the loop's deferred queue: the poller runs at the top of the loop's iteration, where a
+// callback may run, and a busy loop's message gets to its reader without a queued task.
+// What the pass makes due again goes through defer() as usual (in_poller_ is off by then).
+// The receive path (reap_completions) is inlined into it.
+bool RdmaStream::poll_from_loop() {
+  in_poller_ = true;
+  const bool found = reap_completions();
+  in_poller_ = false;
+  if (std::exchange(notify_now_, false)) notify_pass();  // may destroy this stream
+  return found;
 }
 
 int RdmaStream::poll_send_cq() {
@@ -361,18 +501,7 @@ int RdmaStream::poll_send_cq() {
 }
 
 int RdmaStream::poll_recv_cq() {
-  ibv_wc wc[kPollBatch];
-  int total = 0;
-  for (;;) {
-    const int n = ibv_poll_cq(res_->recv_cq.get(), kPollBatch, wc);
-    if (n < 0) {
-      fail(make_error_code(Errc::device_error));
-      return total;
-    }
-    for (int i = 0; i < n; ++i) on_recv_completion(wc[i]);
-    total += n;
-    if (n < kPollBatch) return total;
-  }
+  return reap_recv();
 }
 
 void RdmaStream::on_send_completion(const ibv_wc& wc) {
@@ -394,64 +523,6 @@ void RdmaStream::on_send_completion(const ibv_wc& wc) {
     fin_wait_ -= std::min(done, fin_wait_);
     if (fin_wait_ == 0) tx_ = TxState::fin_acked;
   }
-}
-
-void RdmaStream::on_recv_completion(const ibv_wc& wc) {
-  if (wire::wr_generation(wc.wr_id) != res_->generation) return;  // an earlier use's
-  --res_->recv_posted;                                            // recycling reaps the rest
-  if (wc.status != IBV_WC_SUCCESS) {
-    counters_->wc_error(wc.status);
-    if (!(qp_error_ && wc.status == IBV_WC_WR_FLUSH_ERR)) {
-      RMSG_LOG(warn, "rdma receive completion: %s (%u bytes)", ibv_wc_status_str(wc.status),
-               wc.byte_len);
-      fail(make_wc_error(wc.status));
-    }
-    return;
-  }
-  if (error_) return;
-  const auto block = static_cast<std::uint32_t>(wire::wr_index(wc.wr_id));
-  auto imm = wire::decode_imm(ntohl(wc.imm_data));
-  const bool ok_opcode = wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) != 0;
-  if (!ok_opcode || !imm || block >= recv_ring_.blocks()) {
-    RMSG_LOG(warn, "rdma: invalid receive completion (opcode %d, flags %#x)", wc.opcode,
-             wc.wc_flags);
-    return fail(make_error_code(Errc::protocol_error));
-  }
-  if (!credits_.on_granted(imm->credits)) {
-    RMSG_LOG(warn, "rdma: the peer returned %u credits, more than it was sent", imm->credits);
-    return fail(make_error_code(Errc::protocol_error));
-  }
-  const bool is_data = imm->type == wire::MsgType::data;
-  const bool bad_len =
-      is_data ? (wc.byte_len == 0 || wc.byte_len > geometry_.recv_block_size) : wc.byte_len != 0;
-  const bool after_fin_ok =
-      imm->type == wire::MsgType::credit || imm->type == wire::MsgType::keepalive;
-  const bool peer_fin = rx_ != RxState::open;
-  if (bad_len || (peer_fin && !after_fin_ok)) {
-    RMSG_LOG(warn, "rdma: invalid message (type %d, %u bytes%s)", static_cast<int>(imm->type),
-             wc.byte_len, peer_fin ? ", after FIN" : "");
-    return fail(make_error_code(Errc::protocol_error));
-  }
-  ++rx_messages_;
-  if (is_data) {
-    counters_->messages_received.add();
-    counters_->bytes_received.add(wc.byte_len);
-    if (!recv_ring_.on_data(block, wc.byte_len)) {
-      RMSG_LOG(warn, "rdma: completion of receive block %u, which is not posted", block);
-      return fail(make_error_code(Errc::protocol_error));
-    }
-    return;
-  }
-  if (!recv_ring_.on_control(block)) {
-    RMSG_LOG(warn, "rdma: completion of receive block %u, which is not posted", block);
-    return fail(make_error_code(Errc::protocol_error));
-  }
-  if (imm->type == wire::MsgType::fin) rx_ = RxState::fin_received;
-  if (imm->type == wire::MsgType::keepalive) {
-    peer_keepalive_ = true;
-    counters_->keepalives_received.add();
-  }
-  if (auto r = repost(block); !r) fail(r.error());
 }
 
 void RdmaStream::fail(std::error_code ec) {

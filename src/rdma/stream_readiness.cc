@@ -26,10 +26,6 @@ void RdmaStream::on_writable(Task callback) {
   schedule_notify();
 }
 
-bool RdmaStream::readable_now() const {
-  return !recv_ring_.empty() || rx_ != RxState::open || error_;
-}
-
 // True also when write() would report an error: failed, the peer gone, or after our own
 // shutdown_write() (Errc::shutdown), as stream.h promises.
 bool RdmaStream::writable_now() const {
@@ -38,71 +34,13 @@ bool RdmaStream::writable_now() const {
   return established() && send_ring_.can_stage(max_message_);
 }
 
-// A state change: both callbacks are due if their condition holds.
-void RdmaStream::changed() {
-  ++progress_;
-  if (write_resting_ && write_final() != write_rest_final_) write_resting_ = false;
-  want_ = write_resting_ ? kWantRead : kWantRead | kWantWrite;
-  schedule_notify();
-}
-
-// Defers one notification pass when a due callback's condition holds. A callback runs at
-// most once per pass and is due again only if its call made progress (progress_ moved:
-// bytes read or written, or a state change) — an unchanged state is never reported twice.
-void RdmaStream::schedule_notify() {
-  if (notify_scheduled_ || closed()) return;
-  const bool read_due = (want_ & kWantRead) != 0 && on_readable_ && readable_now();
-  const bool write_due = (want_ & kWantWrite) != 0 && on_writable_ && writable_now();
-  if (!read_due && !write_due) return;
-  notify_scheduled_ = true;
-  if (in_poller_) {  // poll_from_loop runs the pass when the poll returns
-    notify_now_ = true;
-    return;
-  }
+// The pass is due outside a poll (schedule_notify, rdma_stream.h): through defer().
+void RdmaStream::defer_notify() {
   // The task carries the stream's number, not a pointer kept alive (live_streams.h): a
   // trivially copyable lambda is stored inside the std::function, with no allocation.
   loop_.defer([live = live_.get(), id = live_id_] {
     if (RdmaStream* s = live->find(id)) s->notify_pass();
   });
-}
-
-// Runs a due callback, moved out while it runs (a copy of a std::function costs two
-// indirect calls) and put back unless the callback set a new one or closed the stream.
-// False when the callback destroyed the stream.
-bool RdmaStream::run_callback(Task& slot, const std::uint64_t& sets) {
-  LiveStreams* const live = live_.get();
-  const std::uint64_t id = live_id_;
-  const std::uint64_t sets_before = sets;
-  Task cb = std::move(slot);
-  cb();
-  if (live->find(id) == nullptr) return false;
-  if (sets == sets_before && !closed()) slot = std::move(cb);
-  return true;
-}
-
-// One notification pass. A callback may close or destroy the stream: after each, it is
-// looked up again by number (locals only: `this` may be gone).
-void RdmaStream::notify_pass() {
-  notify_scheduled_ = false;
-  if ((want_ & kWantRead) != 0 && on_readable_ && readable_now()) {
-    want_ &= ~kWantRead;
-    const std::uint64_t before = progress_;
-    if (!run_callback(on_readable_, readable_sets_)) return;
-    if (progress_ != before) want_ |= kWantRead;
-  }
-  if ((want_ & kWantWrite) != 0 && on_writable_ && writable_now()) {
-    want_ &= ~kWantWrite;
-    const std::uint64_t before = progress_;
-    const std::uint64_t writes_before = write_calls_;
-    if (!run_callback(on_writable_, writable_sets_)) return;
-    if (progress_ != before) {
-      want_ |= kWantWrite;
-    } else if (write_calls_ == writes_before) {
-      write_resting_ = true;
-      write_rest_final_ = write_final();
-    }
-  }
-  schedule_notify();
 }
 
 }  // namespace rmsg::rdma

@@ -254,19 +254,6 @@ Result<void> RdmaStream::watch_completions() {
   return {};
 }
 
-// The loop's poller. A readiness pass made due by what the poll reaped runs when the poll
-// returns, inside the same poller call, rather than through defer() and the loop's
-// deferred queue: the poller runs at the top of the loop's iteration, where a callback
-// may run, and a busy loop's message gets to its reader without a queued task. What the
-// pass makes due again goes through defer() as usual (in_poller_ is off by then).
-bool RdmaStream::poll_from_loop() {
-  in_poller_ = true;
-  const bool found = poll_completions();
-  in_poller_ = false;
-  if (std::exchange(notify_now_, false)) notify_pass();  // may destroy this stream
-  return found;
-}
-
 void RdmaStream::unwatch_completions() {
   loop_.unwatch(std::exchange(send_watch_, 0));
   loop_.unwatch(std::exchange(recv_watch_, 0));
