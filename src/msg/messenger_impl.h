@@ -273,6 +273,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void set_paused(NodeId peer, bool paused);
   void flush(Connection& c);
   bool queue_frame(Connection& c, msg::FrameType type, std::span<const msg::Segment> segments);
+  bool queue_message(Connection& c, const msg::MessageHeader& h,
+                     std::span<const std::byte> payload);
   bool queue_control(Connection& c, msg::FrameType type, std::span<const std::byte> payload);
   // Closes `c` for `why` (counted as errors.<name> unless benign) and tells its session.
   void fail(ConnId id, std::error_code why);

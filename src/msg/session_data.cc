@@ -123,10 +123,9 @@ void Messenger::Impl::pump(Session& s) {
       drained = true;
       break;
     }
-    const auto header = msg::encode(msg::MessageHeader{
-        m->seq, s.in.in_seq(), msg::message_flags(m->lane, m->more), m->service});
-    const msg::Segment segs[2] = {{header, 0}, {m->bytes, 0}};
-    if (!queue_frame(*c, FrameType::message, segs)) break;
+    const msg::MessageHeader header{m->seq, s.in.in_seq(), msg::message_flags(m->lane, m->more),
+                                    m->service};
+    if (!queue_message(*c, header, m->bytes)) break;
     if (m->first && m->replay) hot_.replayed.add_owned();
     if (m->first) hot_.sent.add_owned();
     if (m->more || !m->first) counters_.counter("msg.fragments").add_owned();
