@@ -42,8 +42,18 @@ Result<Reassembler::Outcome> Reassembler::feed(const InState& in, Seq seq, std::
   const std::size_t lane = (flags >> 8) & 0xffu;
   if (lane >= kLanes) return bad_fragment();
   const bool more = (flags & kFlagMoreFragments) != 0;
-  whole_ = {};
   Partial& p = partial_[lane];
+  // The usual frame: a whole message, the next number to start, with nothing in pieces in
+  // its lane and no number owed. Every check below passes for it (its number is above
+  // every lane's last start, not a duplicate, and skips none), so only their effects remain.
+  if (!more && p.seq == 0 && seq == next_new_ && owed_.empty() && !in.is_duplicate(seq) &&
+      in.within_reach(seq) && bytes.size() <= max_size_) [[likely]] {
+    last_[lane] = seq;
+    next_new_ = seq + 1;
+    whole_ = bytes;
+    return Outcome::complete;
+  }
+  whole_ = {};
   if (p.seq != 0 && p.seq != seq) {
     // A message left in pieces may only be a duplicate the sender stopped sending.
     if (!in.is_duplicate(p.seq)) return bad_fragment();
