@@ -56,20 +56,9 @@ void Frame::borrow(const Preamble& p, const std::byte* at) noexcept {
   view_ = at;
 }
 
-std::span<const std::byte> Frame::segment(std::size_t i) const noexcept {
-  if (i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
-  const std::byte* base = view_ != nullptr ? view_ : storage_.get();
-  if (base == nullptr) return {};
-  return {base + offsets_[i], preamble_.lengths[i]};
-}
-
 std::span<std::byte> Frame::storage(std::size_t i) noexcept {
   if (!storage_ || i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
   return {storage_.get() + offsets_[i], preamble_.lengths[i]};
-}
-
-std::size_t Frame::payload_size() const noexcept {
-  return preamble_.payload_size();
 }
 
 // ---- WireDecoder
@@ -129,19 +118,21 @@ std::optional<DecodeEvent> WireDecoder::feed_whole(std::span<const std::byte>& i
     return fail(p.error());
   }
   const Preamble& pre = p.value();
-  const std::size_t total = kPreambleSize + pre.payload_size() + pre.epilogue_size();
+  const std::size_t payload = pre.payload_size();
+  const std::size_t total = kPreambleSize + payload + pre.epilogue_size();
   if (in.size() < total) return std::nullopt;
   const std::byte* src = in.data() + kPreambleSize;
-  // Alignment 0 or 1 everywhere: the wire's back-to-back layout is what allocate() would
-  // build, so the segments can stay where they are.
-  const bool borrow = options_.borrow && std::all_of(pre.alignments.begin(), pre.alignments.end(),
-                                                     [](std::uint16_t a) { return a <= 1; });
+  // Alignment 0 or 1 everywhere (each is 0 or a power of two: their OR is at most 1): the
+  // wire's back-to-back layout is what allocate() would build, so the segments can stay
+  // where they are.
+  const bool borrow = options_.borrow && (pre.alignments[0] | pre.alignments[1] |
+                                          pre.alignments[2] | pre.alignments[3]) <= 1;
   if (borrow) {
     frame_.borrow(pre, src);
   } else {
     frame_.allocate(pre);  // bounded: decode_preamble checked the sum of the lengths
   }
-  const std::byte* epilogue = src + pre.payload_size();
+  const std::byte* epilogue = src + payload;
   stats_.bytes += total;
   in = in.subspan(total);
   for (std::size_t i = 0; i < pre.segment_count; ++i) {
