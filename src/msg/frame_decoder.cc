@@ -135,12 +135,20 @@ std::optional<DecodeEvent> WireDecoder::feed_whole(std::span<const std::byte>& i
   const std::byte* epilogue = src + payload;
   stats_.bytes += total;
   in = in.subspan(total);
+  std::array<std::span<const std::byte>, kMaxSegments> segs;
   for (std::size_t i = 0; i < pre.segment_count; ++i) {
-    const std::span<const std::byte> seg(src, pre.lengths[i]);
-    src += seg.size();
-    if (!borrow && !seg.empty()) std::memcpy(frame_.storage(i).data(), seg.data(), seg.size());
-    // crc32c of an empty segment is 0, as the epilogue says.
-    if (wire::load_le<std::uint32_t>(epilogue + kSegmentCrcSize * i) != crc32c(seg)) {
+    segs[i] = {src, pre.lengths[i]};
+    src += pre.lengths[i];
+    if (!borrow && !segs[i].empty()) {
+      std::memcpy(frame_.storage(i).data(), segs[i].data(), segs[i].size());
+    }
+  }
+  // All the segments' CRCs in one call (crc32c of an empty segment is 0, as the epilogue
+  // says), then compared in order.
+  std::array<std::uint32_t, kMaxSegments> crcs;
+  crc32c_each(std::span(segs.data(), pre.segment_count), crcs.data());
+  for (std::size_t i = 0; i < pre.segment_count; ++i) {
+    if (wire::load_le<std::uint32_t>(epilogue + kSegmentCrcSize * i) != crcs[i]) {
       return fail(WireErrc::segment_crc);
     }
   }
