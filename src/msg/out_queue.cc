@@ -36,8 +36,12 @@ Seq OutQueue::push_reserved(Payload payload, Lane lane, std::uint16_t service) {
     std::size_t& cursor = cursor_[lane_index(l)];
     if (cursor == end && l != lane) cursor = end + 1;
   }
-  q_.push_back(
-      OutMessage{.seq = seq, .payload = std::move(payload), .service = service, .lane = lane});
+  // Filled in place: the slot is a value-initialized OutMessage (msg/ring.h).
+  OutMessage& m = q_.emplace_back();
+  m.seq = seq;
+  m.payload = std::move(payload);
+  m.service = service;
+  m.lane = lane;
   bytes_ += n;
   return seq;
 }
@@ -85,7 +89,10 @@ std::optional<Chunk> OutQueue::bulk_share() const noexcept {
 std::optional<Chunk> OutQueue::next() const noexcept {
   // The priority lane spent its credit (the bulk lane's share, out_queue.h): a bulk chunk
   // that may go goes first. One comparison per chunk otherwise.
-  if (credit_ <= 0) [[unlikely]] {
+  // Only when the bulk lane has a chunk waiting (in pieces, or a message not started):
+  // priority-only traffic spends the credit and never gets it back.
+  const std::size_t b = lane_index(Lane::bulk);
+  if (credit_ <= 0 && (partial_[b] != 0 || cursor_[b] < q_.size())) [[unlikely]] {
     if (std::optional<Chunk> c = bulk_share()) return c;
   }
   for (const Lane lane : {Lane::priority, Lane::bulk}) {
