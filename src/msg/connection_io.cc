@@ -47,8 +47,7 @@ Connection& Messenger::Impl::new_connection(Connection::Role role) {
   return ref;
 }
 
-Connection* Messenger::Impl::find_connection(ConnId id) {
-  if (id != 0 && id == conn_cache_id_) return conn_cache_;
+Connection* Messenger::Impl::find_connection_slow(ConnId id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return nullptr;
   conn_cache_id_ = id;
