@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "msg/messenger_impl.h"
 #include "msg/rpc_impl.h"
 
 namespace rmsg {
@@ -48,7 +49,8 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.budget_us = budget_us(options.deadline - now);
   auto bytes = encode(h, body);
   const auto lane = lane_for(bytes.size());
-  auto ticket = messenger_->send_tracked(peer, std::move(bytes), lane);
+  // The messenger shard of this loop owns `peer` (this shard serves only its peers).
+  auto ticket = shard_->send_tracked(peer, std::move(bytes), lane);
   if (!ticket) {
     --outstanding_;
     return ticket.error();

@@ -306,6 +306,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // was read (stands for now: a request's deadline, a reply's latency), and its buffers.
   const Clock::time_point* rx_time_ = nullptr;
   msg::PayloadPool* pool_ = nullptr;
+  // That shard itself, which owns the sessions of every peer this shard serves: calls and
+  // replies (on this loop) are queued there directly, not through the public Messenger
+  // and the front's routing. Null once closed, as messenger_.
+  Messenger::Impl* shard_ = nullptr;
   std::atomic<bool> shut_{false};
   bool calls_failed_ = false;  // every call failed for good (shutdown, a drain's end, close)
   bool draining_ = false;
