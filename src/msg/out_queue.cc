@@ -10,7 +10,7 @@ OutQueue::~OutQueue() {
   end_episode();
 }
 
-Result<Seq> OutQueue::push(Payload payload, Lane lane, std::uint16_t service) {
+Result<Seq> OutQueue::push(Payload&& payload, Lane lane, std::uint16_t service) {
   // The budgets are the one source of truth for "full" (this peer's and the total), the
   // same ones a send from another thread reserves in (msg/admission.h).
   const std::size_t n = payload.size();
@@ -26,7 +26,7 @@ Result<Seq> OutQueue::push(Payload payload, Lane lane, std::uint16_t service) {
   return push_reserved(std::move(payload), lane, service);
 }
 
-Seq OutQueue::push_reserved(Payload payload, Lane lane, std::uint16_t service) {
+Seq OutQueue::push_reserved(Payload&& payload, Lane lane, std::uint16_t service) {
   const std::size_t n = payload.size();
   const Seq seq = next_seq_++;
   // A lane with nothing left to start points past the end: the new message is its next,

@@ -66,7 +66,7 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   return id;
 }
 
-void RpcEndpoint::Impl::insert_call(CallId id, Call c) {
+void RpcEndpoint::Impl::insert_call(CallId id, Call&& c) {
   PeerCounters& pc = peer_counters(c.peer);
   c.counters = &pc;
   const Clock::time_point deadline = c.deadline;
@@ -82,7 +82,7 @@ void RpcEndpoint::Impl::insert_call(CallId id, Call c) {
   deadlines_.push({deadline, id}, calls_.size(), [this](auto add) {
     for (const auto& [cid, call] : calls_) add({call.deadline, cid});
   });
-  arm_deadline_timer();
+  if (deadlines_.next() < deadline_armed_) arm_deadline_timer();  // else armed early enough
   pc.calls->add_owned();
   ++pc.outstanding;
 }

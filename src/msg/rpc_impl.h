@@ -182,7 +182,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void complete(CallId id, RpcResponse response);  // latency: until now
   void complete(Calls::iterator it, RpcResponse response, Clock::time_point end);
   // calls_.emplace without an allocation when a completed call left its node behind.
-  void insert_call(CallId id, Call c);
+  void insert_call(CallId id, Call&& c);              // moved once, into the node
   void fail_calls(NodeId peer, std::error_code why);  // peer 0: every call
   void shutdown();
   // rpc_drain.cc: the graceful shutdown.
