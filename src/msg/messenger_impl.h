@@ -198,7 +198,12 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void shutdown();
   // messenger_drain.cc: the graceful shutdown.
   void drain(Clock::time_point deadline, std::function<void()> done);
-  void check_drained();  // after acks or resets: finishes the drain once queues are empty
+  // After acks or resets: finishes the drain once queues are empty (the test whether a
+  // drain runs inline: every ack asks).
+  void check_drained() {
+    if (draining_) check_drained_slow();
+  }
+  void check_drained_slow();
   void finish_drain();
 
   EventLoop& loop() const noexcept { return loop_; }

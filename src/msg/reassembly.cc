@@ -37,22 +37,12 @@ Result<void> Reassembler::check_start(const InState& in, Seq seq, std::size_t la
   return {};
 }
 
-Result<Reassembler::Outcome> Reassembler::feed(const InState& in, Seq seq, std::uint32_t flags,
-                                               std::span<const std::byte> bytes) {
+Result<Reassembler::Outcome> Reassembler::feed_slow(const InState& in, Seq seq, std::uint32_t flags,
+                                                    std::span<const std::byte> bytes) {
   const std::size_t lane = (flags >> 8) & 0xffu;
   if (lane >= kLanes) return bad_fragment();
   const bool more = (flags & kFlagMoreFragments) != 0;
   Partial& p = partial_[lane];
-  // The usual frame: a whole message, the next number to start, with nothing in pieces in
-  // its lane and no number owed. Every check below passes for it (its number is above
-  // every lane's last start, not a duplicate, and skips none), so only their effects remain.
-  if (!more && p.seq == 0 && seq == next_new_ && owed_.empty() && !in.is_duplicate(seq) &&
-      in.within_reach(seq) && bytes.size() <= max_size_) [[likely]] {
-    last_[lane] = seq;
-    next_new_ = seq + 1;
-    whole_ = bytes;
-    return Outcome::complete;
-  }
   whole_ = {};
   if (p.seq != 0 && p.seq != seq) {
     // A message left in pieces may only be a duplicate the sender stopped sending.

@@ -187,7 +187,11 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void shutdown();
   // rpc_drain.cc: the graceful shutdown.
   void drain(Clock::time_point deadline, std::function<void()> done);
-  void check_drained();  // after a call completed or a responder answered
+  // After a call completed or a responder answered (the test whether a drain runs inline).
+  void check_drained() {
+    if (draining_) check_drained_slow();
+  }
+  void check_drained_slow();
   void finish_drain();
   void defer_done(std::function<void()> done);  // on a later turn, unless closed by then
 
