@@ -71,6 +71,9 @@ class Reassembler {
   }
   // The completed message: `bytes` itself when it came in one frame, else the buffer.
   std::span<const std::byte> payload() const noexcept { return whole_; }
+  // Whether there is a buffer to take (a completed message that came in pieces, or the
+  // storage a dropped one left): take_buffer() frees it as before; otherwise it has nothing.
+  bool buffered() const noexcept { return done_.capacity() != 0; }
   // Moves a buffered completed message out (empty when it came in one frame).
   std::vector<std::byte> take_buffer() noexcept {
     std::vector<std::byte> out;

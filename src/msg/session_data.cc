@@ -62,8 +62,9 @@ void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, std::uint
   const NodeId peer = c.peer;
   const Cookie session = s.my_cookie;
   // A message in pieces leaves the connection's buffer first: the callback may close the
-  // connection.
-  const std::vector<std::byte> whole = c.reasm->take_buffer();
+  // connection. (One that came in one frame has no buffer to move.)
+  std::vector<std::byte> whole;
+  if (c.reasm->buffered()) whole = c.reasm->take_buffer();
   dispatch_rx_ = c.last_rx;
   dispatch_(peer, service, whole.empty() ? f.segment(1) : std::span<const std::byte>(whole));
   hot_.delivered.add_owned();
@@ -80,7 +81,7 @@ void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, std::uint
   if (ss->conn != id || cc == nullptr) return;
   if (ack_due) {
     send_ack(*cc, *ss);
-  } else {
+  } else if (cc->ack_timer == 0) {  // armed already: it re-checks when it fires
     arm_ack_timer(*cc, *ss, now);
   }
 }
