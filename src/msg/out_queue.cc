@@ -31,11 +31,11 @@ Seq OutQueue::push_reserved(Payload&& payload, Lane lane, std::uint16_t service)
   const Seq seq = next_seq_++;
   // A lane with nothing left to start points past the end: the new message is its next,
   // the other lanes' stay past the end.
+  // (Two lanes: the other one is the only one to look at.)
+  static_assert(kLanes == 2);
   const std::size_t end = q_.size();
-  for (const Lane l : {Lane::priority, Lane::bulk}) {
-    std::size_t& cursor = cursor_[lane_index(l)];
-    if (cursor == end && l != lane) cursor = end + 1;
-  }
+  std::size_t& other = cursor_[lane_index(lane == Lane::bulk ? Lane::priority : Lane::bulk)];
+  if (other == end) other = end + 1;
   // Filled in place: the slot is a value-initialized OutMessage (msg/ring.h).
   OutMessage& m = q_.emplace_back();
   m.seq = seq;
@@ -174,10 +174,14 @@ void OutQueue::drop_front() {
   acked_ = m.seq;
   if (pool_ != nullptr) pool_->give(std::move(m.payload));
   q_.pop_front();
-  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+  // Each lane's cursor moves down one index (written out: a loop over a list of lanes
+  // went through memory on the per-ack path).
+  const auto shift = [this](Lane lane) {
     std::size_t& cursor = cursor_[lane_index(lane)];
     cursor = cursor == 0 ? next_in_lane(0, lane) : cursor - 1;
-  }
+  };
+  shift(Lane::priority);
+  shift(Lane::bulk);
 }
 
 Result<void> OutQueue::ack(Seq ack) {
