@@ -88,20 +88,25 @@ std::optional<Chunk> OutQueue::bulk_share() const noexcept {
 
 std::optional<Chunk> OutQueue::next() const noexcept {
   // The priority lane spent its credit (the bulk lane's share, out_queue.h): a bulk chunk
-  // that may go goes first. One comparison per chunk otherwise.
-  // Only when the bulk lane has a chunk waiting (in pieces, or a message not started):
-  // priority-only traffic spends the credit and never gets it back.
+  // that may go goes first. Looked for only when the bulk lane has a chunk waiting (in
+  // pieces, or a message not started): priority-only traffic spends the credit and never
+  // gets it back.
   const std::size_t b = lane_index(Lane::bulk);
   if (credit_ <= 0 && (partial_[b] != 0 || cursor_[b] < q_.size())) [[unlikely]] {
     if (std::optional<Chunk> c = bulk_share()) return c;
   }
-  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+  // The lane's message to write next, if any (priority first; written out, not a loop over
+  // a lane list, which went through memory on the per-message path).
+  const auto in_lane = [this](Lane lane) -> const OutMessage* {
     const std::size_t l = lane_index(lane);
-    if (partial_[l] != 0)
-      return chunk_of(q_[static_cast<std::size_t>(partial_[l] - q_.front().seq)]);
-    if (cursor_[l] < q_.size() && admits(q_[cursor_[l]])) return chunk_of(q_[cursor_[l]]);
-  }
-  return std::nullopt;
+    if (partial_[l] != 0) return &q_[static_cast<std::size_t>(partial_[l] - q_.front().seq)];
+    if (cursor_[l] < q_.size() && admits(q_[cursor_[l]])) return &q_[cursor_[l]];
+    return nullptr;
+  };
+  const OutMessage* m = in_lane(Lane::priority);
+  if (m == nullptr) m = in_lane(Lane::bulk);
+  if (m == nullptr) return std::nullopt;
+  return chunk_of(*m);
 }
 
 void OutQueue::mark_written() noexcept {
