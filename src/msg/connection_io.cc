@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "msg/frame_encoder.h"
+#include "msg/message_frame.h"
 #include "msg/messenger_impl.h"
 #include "rmsg/log.h"
 
@@ -46,8 +47,7 @@ Connection& Messenger::Impl::new_connection(Connection::Role role) {
   return ref;
 }
 
-Connection* Messenger::Impl::find_connection(ConnId id) {
-  if (id != 0 && id == conn_cache_id_) return conn_cache_;
+Connection* Messenger::Impl::find_connection_slow(ConnId id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return nullptr;
   conn_cache_id_ = id;
@@ -164,6 +164,21 @@ bool Messenger::Impl::queue_frame(Connection& c, msg::FrameType type,
     c.out.resize(old);
     return false;
   }
+  return true;
+}
+
+// The per-message path: queue_frame()'s work for a message frame, in one pass
+// (msg/message_frame.h), the same bytes.
+bool Messenger::Impl::queue_message(Connection& c, const msg::MessageHeader& h,
+                                    std::span<const std::byte> payload) {
+  if (!msg::message_frame_fits(payload.size(), frame_limits_)) return false;
+  if (c.out_off > 0 && c.out_off * 2 >= c.out.size()) {
+    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_off));
+    c.out_off = 0;
+  }
+  const std::size_t old = c.out.size();
+  c.out.resize(old + msg::kMessageFrameOverhead + payload.size());
+  msg::encode_message_frame(c.out.data() + old, h, payload);
   return true;
 }
 

@@ -53,16 +53,25 @@ bool portable_forced() noexcept {
   return v != nullptr && std::string_view(v) == "portable";
 }
 
+using EachFn = void (*)(const std::span<const std::byte>*, std::size_t, std::uint32_t*) noexcept;
+
+void each_portable(const std::span<const std::byte>* parts, std::size_t n,
+                   std::uint32_t* out) noexcept {
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = ~update_portable(~0u, parts[i].data(), parts[i].size());
+}
+
 struct Choice {
   Crc32cImpl impl;
   UpdateFn update;
+  EachFn each;
 };
 
 Choice choose() noexcept {
   if (!portable_forced() && detail::crc32c_hw_supported()) {
-    return {Crc32cImpl::sse42, &detail::crc32c_update_hw};
+    return {Crc32cImpl::sse42, &detail::crc32c_update_hw, &detail::crc32c_each_hw};
   }
-  return {Crc32cImpl::portable, &update_portable};
+  return {Crc32cImpl::portable, &update_portable, &each_portable};
 }
 
 const Choice& choice() noexcept {
@@ -84,10 +93,26 @@ std::uint32_t update_first(std::uint32_t r, const std::byte* p, std::size_t n) n
   return f(r, p, n);
 }
 
+// The same for crc32c_each().
+void each_first(const std::span<const std::byte>* parts, std::size_t n,
+                std::uint32_t* out) noexcept;
+std::atomic<EachFn> g_each{&each_first};
+
+void each_first(const std::span<const std::byte>* parts, std::size_t n,
+                std::uint32_t* out) noexcept {
+  const EachFn f = choice().each;
+  g_each.store(f, std::memory_order_relaxed);
+  f(parts, n, out);
+}
+
 }  // namespace
 
 std::uint32_t crc32c(std::span<const std::byte> data, std::uint32_t crc) noexcept {
   return ~g_update.load(std::memory_order_relaxed)(~crc, data.data(), data.size());
+}
+
+void crc32c_each(std::span<const std::span<const std::byte>> parts, std::uint32_t* out) noexcept {
+  g_each.load(std::memory_order_relaxed)(parts.data(), parts.size(), out);
 }
 
 std::uint32_t crc32c_portable(std::span<const std::byte> data, std::uint32_t crc) noexcept {

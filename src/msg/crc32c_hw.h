@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace rmsg::msg::detail {
 
@@ -11,5 +12,8 @@ namespace rmsg::msg::detail {
 bool crc32c_hw_supported() noexcept;
 // Only when crc32c_hw_supported().
 std::uint32_t crc32c_update_hw(std::uint32_t reg, const std::byte* p, std::size_t n) noexcept;
+// Finished CRCs (init and final xor applied) of n buffers, each from 0.
+void crc32c_each_hw(const std::span<const std::byte>* parts, std::size_t n,
+                    std::uint32_t* out) noexcept;
 
 }  // namespace rmsg::msg::detail

@@ -129,9 +129,10 @@ __attribute__((target("sse4.2"), noinline)) Rest long_part(std::uint64_t r, cons
 
 }  // namespace
 
-__attribute__((target("sse4.2"))) std::uint32_t crc32c_update_hw(std::uint32_t reg,
-                                                                 const std::byte* p,
-                                                                 std::size_t n) noexcept {
+namespace {
+
+__attribute__((target("sse4.2"), always_inline)) inline std::uint32_t update(
+    std::uint32_t reg, const std::byte* p, std::size_t n) noexcept {
   std::uint64_t r = reg;
   // Short buffers load unaligned (x86-64 allows it, at no cost within a cache line) rather
   // than take up to 7 byte steps before and after.
@@ -140,6 +141,14 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_update_hw(std::uint32_t r
     r = rest.r;
     p = rest.p;
     n = rest.n;
+  }
+  // Four words a step: the chain's latency bounds the speed either way, but a step costs
+  // a compare, a branch and two adds less per word (most calls are 24-88 bytes).
+  for (; n >= 32; n -= 32, p += 32) {
+    r = _mm_crc32_u64(r, load64(p));
+    r = _mm_crc32_u64(r, load64(p + 8));
+    r = _mm_crc32_u64(r, load64(p + 16));
+    r = _mm_crc32_u64(r, load64(p + 24));
   }
   for (; n >= 8; n -= 8, p += 8) r = _mm_crc32_u64(r, load64(p));
   auto r32 = static_cast<std::uint32_t>(r);
@@ -161,6 +170,19 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_update_hw(std::uint32_t r
   return r32;
 }
 
+}  // namespace
+
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_update_hw(std::uint32_t reg,
+                                                                 const std::byte* p,
+                                                                 std::size_t n) noexcept {
+  return update(reg, p, n);
+}
+
+__attribute__((target("sse4.2"))) void crc32c_each_hw(const std::span<const std::byte>* parts,
+                                                      std::size_t n, std::uint32_t* out) noexcept {
+  for (std::size_t i = 0; i < n; ++i) out[i] = ~update(~0u, parts[i].data(), parts[i].size());
+}
+
 #else
 
 bool crc32c_hw_supported() noexcept {
@@ -170,6 +192,8 @@ bool crc32c_hw_supported() noexcept {
 std::uint32_t crc32c_update_hw(std::uint32_t reg, const std::byte*, std::size_t) noexcept {
   return reg;  // never called: crc32c_hw_supported() is false
 }
+
+void crc32c_each_hw(const std::span<const std::byte>*, std::size_t, std::uint32_t*) noexcept {}
 
 #endif
 

@@ -17,12 +17,6 @@ bool valid_alignment(std::uint16_t a) noexcept {
 
 }  // namespace
 
-std::uint64_t Preamble::payload_size() const noexcept {
-  std::uint64_t n = 0;
-  for (auto len : lengths) n += len;
-  return n;
-}
-
 void encode_preamble(const Preamble& p, std::span<std::byte, kPreambleSize> out) noexcept {
   out[0] = static_cast<std::byte>(p.type);
   out[1] = static_cast<std::byte>(p.flags);
@@ -56,10 +50,20 @@ Result<Preamble> decode_preamble(std::span<const std::byte, kPreambleSize> in,
   for (std::size_t i = 0; i < kMaxSegments; ++i) {
     p.lengths[i] = wire::load_le<std::uint32_t>(in.data() + kLengthsOffset + 4 * i);
     p.alignments[i] = wire::load_le<std::uint16_t>(in.data() + kAlignmentsOffset + 2 * i);
-    if (i >= p.segment_count && (p.lengths[i] != 0 || p.alignments[i] != 0)) {
-      return make_error_code(WireErrc::bad_segment_count);
+  }
+  // The usual preamble asks for no alignment and leaves the slots past its count 0: both
+  // checks below pass for it, so they run (slot by slot, for the first error in slot
+  // order) only when an alignment is set or a slot past the count is not 0.
+  const std::uint64_t aligns = wire::load_le<std::uint64_t>(in.data() + kAlignmentsOffset);
+  bool unused_zero = true;
+  for (std::size_t i = p.segment_count; i < kMaxSegments; ++i) unused_zero &= p.lengths[i] == 0;
+  if (aligns != 0 || !unused_zero) [[unlikely]] {
+    for (std::size_t i = 0; i < kMaxSegments; ++i) {
+      if (i >= p.segment_count && (p.lengths[i] != 0 || p.alignments[i] != 0)) {
+        return make_error_code(WireErrc::bad_segment_count);
+      }
+      if (!valid_alignment(p.alignments[i])) return make_error_code(WireErrc::bad_alignment);
     }
-    if (!valid_alignment(p.alignments[i])) return make_error_code(WireErrc::bad_alignment);
   }
   if (p.payload_size() > limits.max_frame_size) return make_error_code(WireErrc::oversize);
   return p;

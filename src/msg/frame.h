@@ -59,7 +59,10 @@ struct Preamble {
   std::array<std::uint32_t, kMaxSegments> lengths{};
   std::array<std::uint16_t, kMaxSegments> alignments{};
 
-  std::uint64_t payload_size() const noexcept;  // sum of the lengths
+  // The sum of the lengths (inline: the decoder asks for it per frame).
+  std::uint64_t payload_size() const noexcept {
+    return std::uint64_t{lengths[0]} + lengths[1] + lengths[2] + lengths[3];
+  }
   std::size_t epilogue_size() const noexcept { return segment_count * kSegmentCrcSize; }
 };
 

@@ -56,20 +56,9 @@ void Frame::borrow(const Preamble& p, const std::byte* at) noexcept {
   view_ = at;
 }
 
-std::span<const std::byte> Frame::segment(std::size_t i) const noexcept {
-  if (i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
-  const std::byte* base = view_ != nullptr ? view_ : storage_.get();
-  if (base == nullptr) return {};
-  return {base + offsets_[i], preamble_.lengths[i]};
-}
-
 std::span<std::byte> Frame::storage(std::size_t i) noexcept {
   if (!storage_ || i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
   return {storage_.get() + offsets_[i], preamble_.lengths[i]};
-}
-
-std::size_t Frame::payload_size() const noexcept {
-  return preamble_.payload_size();
 }
 
 // ---- WireDecoder
@@ -129,27 +118,37 @@ std::optional<DecodeEvent> WireDecoder::feed_whole(std::span<const std::byte>& i
     return fail(p.error());
   }
   const Preamble& pre = p.value();
-  const std::size_t total = kPreambleSize + pre.payload_size() + pre.epilogue_size();
+  const std::size_t payload = pre.payload_size();
+  const std::size_t total = kPreambleSize + payload + pre.epilogue_size();
   if (in.size() < total) return std::nullopt;
   const std::byte* src = in.data() + kPreambleSize;
-  // Alignment 0 or 1 everywhere: the wire's back-to-back layout is what allocate() would
-  // build, so the segments can stay where they are.
-  const bool borrow = options_.borrow && std::all_of(pre.alignments.begin(), pre.alignments.end(),
-                                                     [](std::uint16_t a) { return a <= 1; });
+  // Alignment 0 or 1 everywhere (each is 0 or a power of two: their OR is at most 1): the
+  // wire's back-to-back layout is what allocate() would build, so the segments can stay
+  // where they are.
+  const bool borrow = options_.borrow && (pre.alignments[0] | pre.alignments[1] |
+                                          pre.alignments[2] | pre.alignments[3]) <= 1;
   if (borrow) {
     frame_.borrow(pre, src);
   } else {
     frame_.allocate(pre);  // bounded: decode_preamble checked the sum of the lengths
   }
-  const std::byte* epilogue = src + pre.payload_size();
+  const std::byte* epilogue = src + payload;
   stats_.bytes += total;
   in = in.subspan(total);
+  std::array<std::span<const std::byte>, kMaxSegments> segs;
   for (std::size_t i = 0; i < pre.segment_count; ++i) {
-    const std::span<const std::byte> seg(src, pre.lengths[i]);
-    src += seg.size();
-    if (!borrow && !seg.empty()) std::memcpy(frame_.storage(i).data(), seg.data(), seg.size());
-    // crc32c of an empty segment is 0, as the epilogue says.
-    if (wire::load_le<std::uint32_t>(epilogue + kSegmentCrcSize * i) != crc32c(seg)) {
+    segs[i] = {src, pre.lengths[i]};
+    src += pre.lengths[i];
+    if (!borrow && !segs[i].empty()) {
+      std::memcpy(frame_.storage(i).data(), segs[i].data(), segs[i].size());
+    }
+  }
+  // All the segments' CRCs in one call (crc32c of an empty segment is 0, as the epilogue
+  // says), then compared in order.
+  std::array<std::uint32_t, kMaxSegments> crcs;
+  crc32c_each(std::span(segs.data(), pre.segment_count), crcs.data());
+  for (std::size_t i = 0; i < pre.segment_count; ++i) {
+    if (wire::load_le<std::uint32_t>(epilogue + kSegmentCrcSize * i) != crcs[i]) {
       return fail(WireErrc::segment_crc);
     }
   }

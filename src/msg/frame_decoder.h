@@ -74,12 +74,17 @@ class Frame {
   std::uint8_t flags() const noexcept { return preamble_.flags; }
   std::size_t segment_count() const noexcept { return preamble_.segment_count; }
   // Segment i < segment_count(); an empty span for i beyond it (and for a moved-from frame).
-  std::span<const std::byte> segment(std::size_t i) const noexcept;
+  std::span<const std::byte> segment(std::size_t i) const noexcept {
+    if (i >= preamble_.segment_count || preamble_.lengths[i] == 0) return {};
+    const std::byte* base = view_ != nullptr ? view_ : storage_.get();
+    if (base == nullptr) return {};
+    return {base + offsets_[i], preamble_.lengths[i]};
+  }
   // The alignment the sender asked for segment i (0: none), as in the preamble.
   std::uint16_t alignment(std::size_t i) const noexcept {
     return i < kMaxSegments ? preamble_.alignments[i] : 0;
   }
-  std::size_t payload_size() const noexcept;  // sum of the segment lengths
+  std::size_t payload_size() const noexcept { return preamble_.payload_size(); }
   // Whether the segments point into the decoder's input instead of storage of its own.
   bool borrowed() const noexcept { return view_ != nullptr; }
   // Whether it holds a storage block (WireDecoder::recycle can use it).

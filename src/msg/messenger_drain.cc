@@ -30,8 +30,8 @@ void Messenger::Impl::drain(Clock::time_point deadline, std::function<void()> do
   check_drained();
 }
 
-void Messenger::Impl::check_drained() {
-  if (!draining_ || drain_check_queued_) return;
+void Messenger::Impl::check_drained_slow() {
+  if (drain_check_queued_) return;
   for (const auto& [peer, s] : sessions_) {
     if (s->out->size() > 0) return;
   }

@@ -198,7 +198,12 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void shutdown();
   // messenger_drain.cc: the graceful shutdown.
   void drain(Clock::time_point deadline, std::function<void()> done);
-  void check_drained();  // after acks or resets: finishes the drain once queues are empty
+  // After acks or resets: finishes the drain once queues are empty (the test whether a
+  // drain runs inline: every ack asks).
+  void check_drained() {
+    if (draining_) check_drained_slow();
+  }
+  void check_drained_slow();
   void finish_drain();
 
   EventLoop& loop() const noexcept { return loop_; }
@@ -207,7 +212,12 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
 
   // session_control.cc: sessions and connect attempts.
   Session& session_for(NodeId peer);
-  Session* find_session(NodeId peer);
+  // The cache hit inline (a message's path looks its session and connection up several
+  // times), the map out of line.
+  Session* find_session(NodeId peer) {
+    return peer != 0 && peer == session_cache_peer_ ? session_cache_ : find_session_slow(peer);
+  }
+  Session* find_session_slow(NodeId peer);
   void reset_session(Session& s, std::error_code why, bool report);
   void want_connection(Session& s);  // connect now if allowed, or queue for a slot
   void schedule_attempt(Session& s, Duration delay);
@@ -261,7 +271,10 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
 
   // connection_io.cc: streams, frames, errors.
   Connection& new_connection(Connection::Role role);
-  Connection* find_connection(ConnId id);
+  Connection* find_connection(ConnId id) {
+    return id != 0 && id == conn_cache_id_ ? conn_cache_ : find_connection_slow(id);
+  }
+  Connection* find_connection_slow(ConnId id);
   void watch(Connection& c);
   void on_readable(ConnId id);
   // Decodes and handles `in`; false when the connection went or its reading paused (the
@@ -273,6 +286,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void set_paused(NodeId peer, bool paused);
   void flush(Connection& c);
   bool queue_frame(Connection& c, msg::FrameType type, std::span<const msg::Segment> segments);
+  bool queue_message(Connection& c, const msg::MessageHeader& h,
+                     std::span<const std::byte> payload);
   bool queue_control(Connection& c, msg::FrameType type, std::span<const std::byte> payload);
   // Closes `c` for `why` (counted as errors.<name> unless benign) and tells its session.
   void fail(ConnId id, std::error_code why);

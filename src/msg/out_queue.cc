@@ -10,7 +10,7 @@ OutQueue::~OutQueue() {
   end_episode();
 }
 
-Result<Seq> OutQueue::push(Payload payload, Lane lane, std::uint16_t service) {
+Result<Seq> OutQueue::push(Payload&& payload, Lane lane, std::uint16_t service) {
   // The budgets are the one source of truth for "full" (this peer's and the total), the
   // same ones a send from another thread reserves in (msg/admission.h).
   const std::size_t n = payload.size();
@@ -26,18 +26,22 @@ Result<Seq> OutQueue::push(Payload payload, Lane lane, std::uint16_t service) {
   return push_reserved(std::move(payload), lane, service);
 }
 
-Seq OutQueue::push_reserved(Payload payload, Lane lane, std::uint16_t service) {
+Seq OutQueue::push_reserved(Payload&& payload, Lane lane, std::uint16_t service) {
   const std::size_t n = payload.size();
   const Seq seq = next_seq_++;
   // A lane with nothing left to start points past the end: the new message is its next,
   // the other lanes' stay past the end.
+  // (Two lanes: the other one is the only one to look at.)
+  static_assert(kLanes == 2);
   const std::size_t end = q_.size();
-  for (const Lane l : {Lane::priority, Lane::bulk}) {
-    std::size_t& cursor = cursor_[lane_index(l)];
-    if (cursor == end && l != lane) cursor = end + 1;
-  }
-  q_.push_back(
-      OutMessage{.seq = seq, .payload = std::move(payload), .service = service, .lane = lane});
+  std::size_t& other = cursor_[lane_index(lane == Lane::bulk ? Lane::priority : Lane::bulk)];
+  if (other == end) other = end + 1;
+  // Filled in place: the slot is a value-initialized OutMessage (msg/ring.h).
+  OutMessage& m = q_.emplace_back();
+  m.seq = seq;
+  m.payload = std::move(payload);
+  m.service = service;
+  m.lane = lane;
   bytes_ += n;
   return seq;
 }
@@ -84,17 +88,25 @@ std::optional<Chunk> OutQueue::bulk_share() const noexcept {
 
 std::optional<Chunk> OutQueue::next() const noexcept {
   // The priority lane spent its credit (the bulk lane's share, out_queue.h): a bulk chunk
-  // that may go goes first. One comparison per chunk otherwise.
-  if (credit_ <= 0) [[unlikely]] {
+  // that may go goes first. Looked for only when the bulk lane has a chunk waiting (in
+  // pieces, or a message not started): priority-only traffic spends the credit and never
+  // gets it back.
+  const std::size_t b = lane_index(Lane::bulk);
+  if (credit_ <= 0 && (partial_[b] != 0 || cursor_[b] < q_.size())) [[unlikely]] {
     if (std::optional<Chunk> c = bulk_share()) return c;
   }
-  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+  // The lane's message to write next, if any (priority first; written out, not a loop over
+  // a lane list, which went through memory on the per-message path).
+  const auto in_lane = [this](Lane lane) -> const OutMessage* {
     const std::size_t l = lane_index(lane);
-    if (partial_[l] != 0)
-      return chunk_of(q_[static_cast<std::size_t>(partial_[l] - q_.front().seq)]);
-    if (cursor_[l] < q_.size() && admits(q_[cursor_[l]])) return chunk_of(q_[cursor_[l]]);
-  }
-  return std::nullopt;
+    if (partial_[l] != 0) return &q_[static_cast<std::size_t>(partial_[l] - q_.front().seq)];
+    if (cursor_[l] < q_.size() && admits(q_[cursor_[l]])) return &q_[cursor_[l]];
+    return nullptr;
+  };
+  const OutMessage* m = in_lane(Lane::priority);
+  if (m == nullptr) m = in_lane(Lane::bulk);
+  if (m == nullptr) return std::nullopt;
+  return chunk_of(*m);
 }
 
 void OutQueue::mark_written() noexcept {
@@ -167,10 +179,14 @@ void OutQueue::drop_front() {
   acked_ = m.seq;
   if (pool_ != nullptr) pool_->give(std::move(m.payload));
   q_.pop_front();
-  for (const Lane lane : {Lane::priority, Lane::bulk}) {
+  // Each lane's cursor moves down one index (written out: a loop over a list of lanes
+  // went through memory on the per-ack path).
+  const auto shift = [this](Lane lane) {
     std::size_t& cursor = cursor_[lane_index(lane)];
     cursor = cursor == 0 ? next_in_lane(0, lane) : cursor - 1;
-  }
+  };
+  shift(Lane::priority);
+  shift(Lane::bulk);
 }
 
 Result<void> OutQueue::ack(Seq ack) {

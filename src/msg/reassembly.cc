@@ -37,13 +37,13 @@ Result<void> Reassembler::check_start(const InState& in, Seq seq, std::size_t la
   return {};
 }
 
-Result<Reassembler::Outcome> Reassembler::feed(const InState& in, Seq seq, std::uint32_t flags,
-                                               std::span<const std::byte> bytes) {
+Result<Reassembler::Outcome> Reassembler::feed_slow(const InState& in, Seq seq, std::uint32_t flags,
+                                                    std::span<const std::byte> bytes) {
   const std::size_t lane = (flags >> 8) & 0xffu;
   if (lane >= kLanes) return bad_fragment();
   const bool more = (flags & kFlagMoreFragments) != 0;
-  whole_ = {};
   Partial& p = partial_[lane];
+  whole_ = {};
   if (p.seq != 0 && p.seq != seq) {
     // A message left in pieces may only be a duplicate the sender stopped sending.
     if (!in.is_duplicate(p.seq)) return bad_fragment();

@@ -53,9 +53,27 @@ class Reassembler {
 
   // One message frame: number, header flags, the frame's payload segment.
   Result<Outcome> feed(const InState& in, Seq seq, std::uint32_t flags,
-                       std::span<const std::byte> bytes);
+                       std::span<const std::byte> bytes) {
+    // The usual frame, inline: a whole message (no more-fragments flag, a known lane), the
+    // next number to start, with nothing in pieces in its lane and no number owed. Every
+    // rule of feed_slow() passes for it (its number is above every lane's last start, not
+    // a duplicate, and skips none), so only their effects remain.
+    const std::size_t lane = flags >> 8;  // bits 8..15 (a known lane: no other bit set)
+    if ((flags & kFlagMoreFragments) == 0 && lane < kLanes && partial_[lane].seq == 0 &&
+        seq == next_new_ && owed_.empty() && !in.is_duplicate(seq) && in.within_reach(seq) &&
+        bytes.size() <= max_size_) [[likely]] {
+      last_[lane] = seq;
+      next_new_ = seq + 1;
+      whole_ = bytes;
+      return Outcome::complete;
+    }
+    return feed_slow(in, seq, flags, bytes);
+  }
   // The completed message: `bytes` itself when it came in one frame, else the buffer.
   std::span<const std::byte> payload() const noexcept { return whole_; }
+  // Whether there is a buffer to take (a completed message that came in pieces, or the
+  // storage a dropped one left): take_buffer() frees it as before; otherwise it has nothing.
+  bool buffered() const noexcept { return done_.capacity() != 0; }
   // Moves a buffered completed message out (empty when it came in one frame).
   std::vector<std::byte> take_buffer() noexcept {
     std::vector<std::byte> out;
@@ -69,6 +87,8 @@ class Reassembler {
     bool duplicate = false;
     std::vector<std::byte> buf;
   };
+  Result<Outcome> feed_slow(const InState& in, Seq seq, std::uint32_t flags,
+                            std::span<const std::byte> bytes);
   Result<void> check_start(const InState& in, Seq seq, std::size_t lane);
 
   std::size_t max_size_;

@@ -28,10 +28,12 @@ class Ring {
   T& back() noexcept { return (*this)[size_ - 1]; }
   const T& back() const noexcept { return (*this)[size_ - 1]; }
 
-  void push_back(T value) {
+  void push_back(T value) { emplace_back() = std::move(value); }
+  // Appends a value-initialized element (the slot is one already: see above) and returns
+  // it, for the caller to fill in place (no temporary moved in).
+  T& emplace_back() {
     if (size_ == slots_.size()) grow();
-    (*this)[size_] = std::move(value);
-    ++size_;
+    return (*this)[size_++];
   }
   // !empty().
   void pop_front() noexcept {

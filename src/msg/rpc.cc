@@ -65,6 +65,7 @@ void RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
   Messenger::Impl& shard = *messenger_front_->shards_[id_index_].impl;
   rx_time_ = &shard.dispatch_rx_;
   pool_ = &shard.pool_;
+  shard_ = &shard;
 }
 
 void RpcEndpoint::Impl::close() {
@@ -85,6 +86,7 @@ void RpcEndpoint::Impl::close() {
   spare_states_.clear();
   flush_backlog(0, false);
   messenger_ = nullptr;
+  shard_ = nullptr;
 }
 
 void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> payload) {

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "msg/messenger_impl.h"
 #include "msg/rpc_impl.h"
 
 namespace rmsg {
@@ -48,7 +49,8 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.budget_us = budget_us(options.deadline - now);
   auto bytes = encode(h, body);
   const auto lane = lane_for(bytes.size());
-  auto ticket = messenger_->send_tracked(peer, std::move(bytes), lane);
+  // The messenger shard of this loop owns `peer` (this shard serves only its peers).
+  auto ticket = shard_->send_tracked(peer, std::move(bytes), lane);
   if (!ticket) {
     --outstanding_;
     return ticket.error();
@@ -64,7 +66,7 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   return id;
 }
 
-void RpcEndpoint::Impl::insert_call(CallId id, Call c) {
+void RpcEndpoint::Impl::insert_call(CallId id, Call&& c) {
   PeerCounters& pc = peer_counters(c.peer);
   c.counters = &pc;
   const Clock::time_point deadline = c.deadline;
@@ -80,7 +82,7 @@ void RpcEndpoint::Impl::insert_call(CallId id, Call c) {
   deadlines_.push({deadline, id}, calls_.size(), [this](auto add) {
     for (const auto& [cid, call] : calls_) add({call.deadline, cid});
   });
-  arm_deadline_timer();
+  if (deadlines_.next() < deadline_armed_) arm_deadline_timer();  // else armed early enough
   pc.calls->add_owned();
   ++pc.outstanding;
 }

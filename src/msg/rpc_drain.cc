@@ -27,8 +27,8 @@ void RpcEndpoint::Impl::drain(Clock::time_point deadline, std::function<void()> 
   check_drained();
 }
 
-void RpcEndpoint::Impl::check_drained() {
-  if (!draining_ || drain_check_queued_ || !calls_.empty() || !pending_.empty()) return;
+void RpcEndpoint::Impl::check_drained_slow() {
+  if (drain_check_queued_ || !calls_.empty() || !pending_.empty()) return;
   drain_check_queued_ = true;
   std::weak_ptr<Impl> weak = weak_from_this();
   loop_.defer([weak] {

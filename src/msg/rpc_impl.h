@@ -182,12 +182,16 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void complete(CallId id, RpcResponse response);  // latency: until now
   void complete(Calls::iterator it, RpcResponse response, Clock::time_point end);
   // calls_.emplace without an allocation when a completed call left its node behind.
-  void insert_call(CallId id, Call c);
+  void insert_call(CallId id, Call&& c);              // moved once, into the node
   void fail_calls(NodeId peer, std::error_code why);  // peer 0: every call
   void shutdown();
   // rpc_drain.cc: the graceful shutdown.
   void drain(Clock::time_point deadline, std::function<void()> done);
-  void check_drained();  // after a call completed or a responder answered
+  // After a call completed or a responder answered (the test whether a drain runs inline).
+  void check_drained() {
+    if (draining_) check_drained_slow();
+  }
+  void check_drained_slow();
   void finish_drain();
   void defer_done(std::function<void()> done);  // on a later turn, unless closed by then
 
@@ -306,6 +310,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // was read (stands for now: a request's deadline, a reply's latency), and its buffers.
   const Clock::time_point* rx_time_ = nullptr;
   msg::PayloadPool* pool_ = nullptr;
+  // That shard itself, which owns the sessions of every peer this shard serves: calls and
+  // replies (on this loop) are queued there directly, not through the public Messenger
+  // and the front's routing. Null once closed, as messenger_.
+  Messenger::Impl* shard_ = nullptr;
   std::atomic<bool> shut_{false};
   bool calls_failed_ = false;  // every call failed for good (shutdown, a drain's end, close)
   bool draining_ = false;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <utility>
 
+#include "msg/messenger_impl.h"
 #include "msg/rpc_impl.h"
 
 namespace rmsg {
@@ -211,8 +212,9 @@ void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, 
   if (dedupe) dedupe_.put({to, id}, bytes);
   const auto lane = lane_for(bytes.size());
   // Replies go out during the messenger's drain too (a request that arrives meanwhile is
-  // answered shutting_down rather than left to its caller's deadline).
-  if (!MessengerAccess::send_while_draining(*messenger_, to, std::move(bytes), lane)) {
+  // answered shutting_down rather than left to its caller's deadline), queued in this
+  // loop's messenger shard, which owns `to` (as send_while_draining would find it).
+  if (!shard_->send_tracked(to, std::move(bytes), lane, true)) {
     counters_.counter("rpc.reply_not_sent").add();
   }
 }

@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include "msg/frame_bytes.h"
+
 namespace rmsg::msg {
 
 enum class RpcKind : std::uint8_t { request = 1, reply = 2, cancel = 3, oneway = 4 };
@@ -43,7 +45,21 @@ std::vector<std::byte> encode_rpc(const RpcHeader& h, std::span<const std::byte>
 void encode_rpc_to(const RpcHeader& h, std::span<const std::byte> body,
                    std::vector<std::byte>& out);
 // Null for a payload that is not a well-formed RPC message (too short, unknown kind or
-// status, a non-zero reserved byte).
-std::optional<RpcHeader> decode_rpc(std::span<const std::byte> payload) noexcept;
+// status, a non-zero reserved byte). Inline: every message received decodes one.
+inline std::optional<RpcHeader> decode_rpc(std::span<const std::byte> payload) noexcept {
+  if (payload.size() < RpcHeader::kSize) return std::nullopt;
+  const std::byte* p = payload.data();
+  const auto kind = static_cast<std::uint8_t>(p[0]);
+  const auto status = static_cast<std::uint8_t>(p[2]);
+  if (kind < 1 || kind > 4 || status > 5 || p[3] != std::byte{0}) return std::nullopt;
+  RpcHeader h;
+  h.kind = static_cast<RpcKind>(kind);
+  h.flags = static_cast<std::uint8_t>(p[1]);
+  h.status = static_cast<RpcStatus>(status);
+  h.word = wire::load_le<std::uint32_t>(p + 4);
+  h.id = wire::load_le<std::uint64_t>(p + 8);
+  h.budget_us = wire::load_le<std::uint64_t>(p + 16);
+  return h;
+}
 
 }  // namespace rmsg::msg

@@ -7,8 +7,7 @@
 
 namespace rmsg {
 
-Session* Messenger::Impl::find_session(NodeId peer) {
-  if (peer != 0 && peer == session_cache_peer_) return session_cache_;
+Session* Messenger::Impl::find_session_slow(NodeId peer) {
   auto it = sessions_.find(peer);
   if (it == sessions_.end()) return nullptr;
   session_cache_peer_ = peer;

@@ -62,8 +62,9 @@ void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, std::uint
   const NodeId peer = c.peer;
   const Cookie session = s.my_cookie;
   // A message in pieces leaves the connection's buffer first: the callback may close the
-  // connection.
-  const std::vector<std::byte> whole = c.reasm->take_buffer();
+  // connection. (One that came in one frame has no buffer to move.)
+  std::vector<std::byte> whole;
+  if (c.reasm->buffered()) whole = c.reasm->take_buffer();
   dispatch_rx_ = c.last_rx;
   dispatch_(peer, service, whole.empty() ? f.segment(1) : std::span<const std::byte>(whole));
   hot_.delivered.add_owned();
@@ -80,7 +81,7 @@ void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, std::uint
   if (ss->conn != id || cc == nullptr) return;
   if (ack_due) {
     send_ack(*cc, *ss);
-  } else {
+  } else if (cc->ack_timer == 0) {  // armed already: it re-checks when it fires
     arm_ack_timer(*cc, *ss, now);
   }
 }
@@ -123,10 +124,9 @@ void Messenger::Impl::pump(Session& s) {
       drained = true;
       break;
     }
-    const auto header = msg::encode(msg::MessageHeader{
-        m->seq, s.in.in_seq(), msg::message_flags(m->lane, m->more), m->service});
-    const msg::Segment segs[2] = {{header, 0}, {m->bytes, 0}};
-    if (!queue_frame(*c, FrameType::message, segs)) break;
+    const msg::MessageHeader header{m->seq, s.in.in_seq(), msg::message_flags(m->lane, m->more),
+                                    m->service};
+    if (!queue_message(*c, header, m->bytes)) break;
     if (m->first && m->replay) hot_.replayed.add_owned();
     if (m->first) hot_.sent.add_owned();
     if (m->more || !m->first) counters_.counter("msg.fragments").add_owned();

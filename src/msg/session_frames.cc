@@ -132,15 +132,4 @@ Result<Reason> decode_reason(std::span<const std::byte> b) noexcept {
   return Reason{static_cast<CloseReason>(Reader(b).u32())};
 }
 
-Result<MessageHeader> decode_message_header(std::span<const std::byte> b) noexcept {
-  if (b.size() < MessageHeader::kSize) return make_error_code(Errc::protocol_error);
-  Reader r(b);
-  MessageHeader m;
-  m.seq = r.u64();
-  m.ack = r.u64();
-  m.flags = r.u32();
-  m.service = static_cast<std::uint16_t>(r.u32() & 0xffffu);  // bytes 22..23 ignored
-  return m;
-}
-
 }  // namespace rmsg::msg

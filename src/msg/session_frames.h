@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 
+#include "msg/frame_bytes.h"
 #include "msg/seq.h"
 #include "rmsg/result.h"
 
@@ -96,6 +97,13 @@ Result<Hello> decode_hello(std::span<const std::byte> b) noexcept;
 Result<Welcome> decode_welcome(std::span<const std::byte> b) noexcept;
 Result<Value64> decode_value64(std::span<const std::byte> b) noexcept;
 Result<Reason> decode_reason(std::span<const std::byte> b) noexcept;
-Result<MessageHeader> decode_message_header(std::span<const std::byte> b) noexcept;
+// Inline: every message frame received decodes one.
+inline Result<MessageHeader> decode_message_header(std::span<const std::byte> b) noexcept {
+  if (b.size() < MessageHeader::kSize) return make_error_code(Errc::protocol_error);
+  const std::byte* p = b.data();
+  return MessageHeader{wire::load_le<std::uint64_t>(p), wire::load_le<std::uint64_t>(p + 8),
+                       wire::load_le<std::uint32_t>(p + 16),
+                       wire::load_le<std::uint16_t>(p + 20)};  // bytes 22..23 ignored
+}
 
 }  // namespace rmsg::msg

@@ -84,6 +84,28 @@ TEST(Crc32c, HwAndPortableAgreeOverLengthsAlignmentsChunkings) {
   }
 }
 
+// crc32c_each gives each part's own CRC (from 0), whatever the parts' lengths (empty ones,
+// short ones with 4/2/1-byte tails, long ones past the three-chain threshold) and count.
+TEST(Crc32c, EachPartAsAlone) {
+  auto rng = testing::test_rng("crc32c_each");
+  std::vector<std::byte> buf(20000);
+  for (auto& b : buf) b = static_cast<std::byte>(rng());
+  for (int round = 0; round < 500; ++round) {
+    std::span<const std::byte> parts[4];
+    const std::size_t n = rng() % 5;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t len = round % 10 == 0 ? rng() % 10000 : rng() % 100;
+      parts[i] = std::span<const std::byte>(buf).subspan(rng() % 10000, len);
+    }
+    std::uint32_t out[4] = {1, 1, 1, 1};
+    crc32c_each(std::span(parts, n), out);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(out[i], crc32c_portable(parts[i])) << "part " << i << " of " << n;
+    }
+    for (std::size_t i = n; i < 4; ++i) ASSERT_EQ(out[i], 1u);  // nothing past the parts
+  }
+}
+
 TEST(Crc32c, ChoiceFollowsCpuAndEnvironment) {
   const char* env = std::getenv("RMSG_CRC32C");
   const bool forced = env != nullptr && std::string_view(env) == "portable";

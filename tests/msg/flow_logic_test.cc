@@ -262,6 +262,50 @@ TEST(Reassembler, MalformedSequencesCloseWithNamedErrors) {
   }
 }
 
+// Whole messages in number order take feed()'s short path; what it records (the lane's last
+// start, the next number) must be what the full rules then check against, and a frame that
+// only nearly qualifies (a duplicate, too large, numbers owed) must get the full rules.
+TEST(Reassembler, ShortPathKeepsTheRulesState) {
+  const auto frag = make_error_code(MessengerErrc::bad_fragment);
+  const auto gap = make_error_code(MessengerErrc::sequence_gap);
+  {
+    Rx rx;
+    ASSERT_EQ(rx.feed(1, Lane::bulk, false).value(), Reassembler::Outcome::complete);
+    ASSERT_EQ(rx.feed(2, Lane::bulk, false).value(), Reassembler::Outcome::complete);
+    EXPECT_EQ(rx.feed(2, Lane::bulk, true).error(), frag);  // 2 started in bulk already
+  }
+  {
+    Rx rx;
+    ASSERT_EQ(rx.feed(1, Lane::bulk, false).value(), Reassembler::Outcome::complete);
+    ASSERT_EQ(rx.feed(2, Lane::bulk, false).value(), Reassembler::Outcome::complete);
+    EXPECT_EQ(rx.feed(1, Lane::bulk, false).error(), gap);  // below bulk's last start
+  }
+  {
+    Rx rx;  // priority skips 2 (owed), so 4 is not the short path's, yet complete
+    ASSERT_EQ(rx.feed(1, Lane::bulk, false).value(), Reassembler::Outcome::complete);
+    ASSERT_EQ(rx.feed(3, Lane::priority, false).value(), Reassembler::Outcome::complete);
+    ASSERT_EQ(rx.feed(4, Lane::priority, false).value(), Reassembler::Outcome::complete);
+    EXPECT_EQ(rx.feed(5, Lane::bulk, false).error(), gap);  // bulk still owes 2
+    Rx ok;
+    ASSERT_TRUE(ok.feed(1, Lane::bulk, false).ok());
+    ASSERT_TRUE(ok.feed(3, Lane::priority, false).ok());
+    ASSERT_EQ(ok.feed(2, Lane::bulk, false).value(), Reassembler::Outcome::complete);
+    ASSERT_EQ(ok.feed(4, Lane::bulk, false).value(), Reassembler::Outcome::complete);
+    EXPECT_EQ(ok.delivered, (std::vector<Seq>{1, 3, 2, 4}));
+    EXPECT_EQ(ok.in.in_seq(), 4u);
+  }
+  {
+    Rx rx;  // the next number, but over max_message_size (100)
+    EXPECT_EQ(rx.feed(1, Lane::bulk, false, 101).error(), frag);
+  }
+  {
+    Rx rx;  // the next number to start here, but the session delivered it already
+    rx.in.delivered(1, Clock::time_point{});
+    EXPECT_EQ(rx.feed(1, Lane::bulk, false).value(), Reassembler::Outcome::duplicate);
+    EXPECT_TRUE(rx.delivered.empty());
+  }
+}
+
 // Both ends over a lossy pipe: random lanes and sizes, chunks carried in order, the
 // connection lost at random points (rewind, replay, a fresh Reassembler), acks in between.
 // Every message arrives exactly once, and in order within its lane.

@@ -172,6 +172,19 @@ TEST(FrameDecoderErrors, AlignmentMustBeAPowerOfTwo) {
   EXPECT_EQ(dec.feed(in), DecodeEvent::need_more);
 }
 
+// Slots are checked in order, each for both errors: the first bad slot names the error.
+TEST(FrameDecoderErrors, SlotErrorsInSlotOrder) {
+  auto p = preamble(2);
+  p.alignments[0] = 24;
+  p.lengths[3] = 9;
+  expect_error(crafted(p), WireErrc::bad_alignment);
+  auto q = preamble(1);
+  q.alignments[0] = 8;
+  q.lengths[1] = 9;
+  q.alignments[2] = 3;
+  expect_error(crafted(q), WireErrc::bad_segment_count);
+}
+
 TEST(FrameDecoderErrors, ReservedFlagsAndKeyPhaseAreRejected) {
   auto p = preamble(1);
   p.flags = kFlagSecure;

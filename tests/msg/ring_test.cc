@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <memory>
+#include <vector>
 
 namespace rmsg::msg {
 namespace {
@@ -48,6 +49,27 @@ TEST(RingTest, PopReleasesAndShrinkKeepsItUsable) {
   ASSERT_EQ(r.size(), 2U);
   EXPECT_EQ(r.front(), p);
   EXPECT_EQ(r.back(), nullptr);
+}
+
+// emplace_back hands out a value-initialized slot however the slot was used before
+// (popped, or new after growth), which OutQueue::push_reserved fills field by field.
+TEST(RingTest, EmplaceBackGivesAFreshSlot) {
+  struct Item {
+    int a = 0;
+    std::vector<int> v;
+  };
+  Ring<Item> r;
+  for (int round = 0; round < 100; ++round) {
+    for (int i = 0; i < 1 + round % 20; ++i) {
+      Item& it = r.emplace_back();
+      ASSERT_EQ(it.a, 0);
+      ASSERT_TRUE(it.v.empty());
+      it.a = round + 1;
+      it.v.assign(3, round);
+    }
+    ASSERT_EQ(r.back().a, round + 1);
+    while (r.size() > static_cast<std::size_t>(round % 3)) r.pop_front();
+  }
 }
 
 }  // namespace
