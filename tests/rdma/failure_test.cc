@@ -232,9 +232,13 @@ bool port_active() {
 // Brings eth0 back up, whatever the test did, and then makes a fresh rxe device: CM
 // messages sent while rxe's port is down leave its CM unusable (found here: every later
 // connect times out), and later cases share this guest. This process holds no context
-// of the device (the streams live in the helper), so the device can be deleted.
+// of the device (the streams live in the helper), so the device can be deleted once the
+// helper is gone: a helper still running (once under ASan in the guest it had not reported
+// 90 s after the link went down) holds a context that the delete would wait for, so it is
+// killed once the link is back (a call waiting on the down link can then return).
 struct LinkRestorer {
   EventLoop& loop;
+  Child& helper;
   void wait_active() {
     const TimerId tick = loop.add_periodic(20ms, [] {});  // re-evaluates the predicate
     EXPECT_TRUE(loop.run_for(port_active, 30s)) << "the rxe port did not come back";
@@ -243,6 +247,8 @@ struct LinkRestorer {
   ~LinkRestorer() {
     EXPECT_EQ(std::system("ip link set eth0 up"), 0);
     wait_active();
+    helper.signal(SIGKILL);  // nothing when it exited and was reaped
+    helper.wait(30000);
     const char* dev = std::getenv("RMSG_RDMA_DEVICE");
     const std::string name = dev ? dev : "rxe0";
     EXPECT_EQ(std::system(("rdma link delete " + name + " && rdma link add " + name +
@@ -272,7 +278,7 @@ TEST_F(RdmaFailure, PortDownFailsTheStreamsWithADeviceEvent) {
   Child child({helper_path(), "portdown", address().host(), "0"});
   ASSERT_TRUE(child.started());
   ASSERT_EQ(child.read_line(60000), "connected");
-  LinkRestorer restore{loop()};
+  LinkRestorer restore{loop(), child};
   ASSERT_EQ(std::system("ip link set eth0 down"), 0);
   const std::string result = child.read_line(90000);
   std::printf("helper: %s\n", result.c_str());
