@@ -168,8 +168,8 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   Result<void> flush_staged();
   Result<void> post_chain(SendChain& chain);
   Result<void> post_probe();
-  Result<void> repost(std::uint32_t block);
-  int post_recv_block(std::uint32_t block);
+  Result<void> repost(std::uint32_t block, bool owed = true);
+  int post_recv_block(std::uint32_t block, bool owed = true);
   int reap_recv();
   // Posts what is due: staged blocks, the FIN, a credit message. Inline, so that the
   // common case after a message (nothing due) costs no call (flush_control_now does it).

@@ -62,9 +62,11 @@ class RdmaStream::GatherSource {
   std::size_t offset_ = 0;
 };
 
-// A consumed receive block is posted again: 0, or the provider's error. Inlined into the
-// data path (read(), a control message's completion); repost() for the rest.
-[[gnu::always_inline]] inline int RdmaStream::post_recv_block(std::uint32_t block) {
+// Posts receive block `block`: 0, or the provider's error. A consumed block posted again
+// is owed to the peer as a credit; the initial posts (cm_post_receives, through repost)
+// are the peer's starting credits, not owed. Inlined into the data path (read(), a control
+// message's completion); repost() for the rest.
+[[gnu::always_inline]] inline int RdmaStream::post_recv_block(std::uint32_t block, bool owed) {
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(block)), geometry_.recv_block_size,
               res_->recv_mr->lkey};
   ibv_recv_wr wr{};
@@ -75,7 +77,7 @@ class RdmaStream::GatherSource {
   if (const int rc = ibv_post_recv(res_->qp.get(), &wr, &bad); rc != 0) return rc;
   ++res_->recv_posted;
   recv_ring_.on_posted(block);
-  credits_.on_reposted();
+  if (owed) credits_.on_reposted();
   return 0;
 }
 
@@ -446,8 +448,8 @@ Result<void> RdmaStream::post_chain(SendChain& chain) {
   return {};
 }
 
-Result<void> RdmaStream::repost(std::uint32_t block) {
-  if (const int rc = post_recv_block(block); rc != 0) return errno_code(rc);
+Result<void> RdmaStream::repost(std::uint32_t block, bool owed) {
+  if (const int rc = post_recv_block(block, owed); rc != 0) return errno_code(rc);
   return {};
 }
 

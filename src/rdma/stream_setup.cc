@@ -142,16 +142,7 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
 
 Result<void> RdmaStream::cm_post_receives() {
   for (std::uint32_t i = 0; i < geometry_.recv_block_count; ++i) {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(i)), geometry_.recv_block_size,
-                res_->recv_mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::recv, i);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    RMSG_TRY(verbs::check_rc(ibv_post_recv(res_->qp.get(), &wr, &bad)));
-    ++res_->recv_posted;
-    recv_ring_.on_posted(i);
+    RMSG_TRY(repost(i, /*owed=*/false));  // the peer's starting credits
   }
   return {};
 }
