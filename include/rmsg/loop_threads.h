@@ -25,12 +25,23 @@
 
 namespace rmsg {
 
+// Restricts the calling thread to CPU `cpu`. Pinning a loop's thread keeps its data path
+// on one CPU: on Soft-RoCE the send side's protocol work runs in the posting thread's
+// system call, so a loop thread the scheduler moves takes that work to another CPU with
+// it (docs/perf.md, "Thread placement"). Errors: Errc::invalid_argument for a CPU the
+// machine does not have, one that is offline or one outside the process's cpuset.
+Result<void> pin_this_thread(int cpu);
+
 class LoopThreads {
  public:
-  // `options` for every loop; a given seed becomes seed + i for loop i. Errors: those of
-  // EventLoop::create; Errc::invalid_argument for n == 0.
+  // `options` for every loop; a given seed becomes seed + i for loop i. `cpus`: loop i's
+  // thread runs on CPU cpus[i % cpus.size()] only (pin_this_thread, when start() runs
+  // it; a thread the kernel will not pin there logs a warning and runs unpinned); empty:
+  // wherever the scheduler puts it. Errors: those of EventLoop::create;
+  // Errc::invalid_argument for n == 0 or a CPU the machine does not have.
   static Result<std::unique_ptr<LoopThreads>> create(std::size_t n,
-                                                     const EventLoopOptions& options = {});
+                                                     const EventLoopOptions& options = {},
+                                                     std::span<const int> cpus = {});
   LoopThreads(const LoopThreads&) = delete;
   LoopThreads& operator=(const LoopThreads&) = delete;
   LoopThreads(LoopThreads&&) = delete;
@@ -38,8 +49,9 @@ class LoopThreads {
   // stop(), then the loops are destroyed.
   ~LoopThreads();
 
-  // Starts one thread per loop, running EventLoop::run() until stop(), and returns once
-  // each loop runs on its thread (from then on, every other thread is foreign to it).
+  // Starts one thread per loop, pinned when create() was given CPUs, running
+  // EventLoop::run() until stop(), and returns once each loop runs on its thread (from then
+  // on, every other thread is foreign to it).
   void start();
   // Stops every loop and joins its thread; idempotent.
   void stop();
@@ -57,6 +69,7 @@ class LoopThreads {
   std::vector<std::unique_ptr<EventLoop>> loops_;
   std::vector<EventLoop*> raw_;
   std::vector<std::thread> threads_;
+  std::vector<int> cpus_;  // per loop: the CPU its thread is pinned to, or -1
   bool started_ = false;
 };
 

@@ -1,18 +1,48 @@
 // LoopThreads: the loops and the threads the application asked for.
 #include "rmsg/loop_threads.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <future>
 #include <utility>
 
 #include "rmsg/log.h"
 
 namespace rmsg {
+namespace {
+
+// A CPU this machine has (configured, online or not).
+bool known_cpu(int cpu) {
+  return cpu >= 0 && cpu < CPU_SETSIZE && cpu < sysconf(_SC_NPROCESSORS_CONF);
+}
+
+}  // namespace
+
+// The kernel refuses (EINVAL) a CPU that is offline or outside the process's cpuset.
+Result<void> pin_this_thread(int cpu) {
+  if (!known_cpu(cpu)) return make_error_code(Errc::invalid_argument);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  const int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  if (rc == EINVAL) return make_error_code(Errc::invalid_argument);
+  if (rc != 0) return errno_code(rc);
+  return {};
+}
 
 Result<std::unique_ptr<LoopThreads>> LoopThreads::create(std::size_t n,
-                                                         const EventLoopOptions& options) {
+                                                         const EventLoopOptions& options,
+                                                         std::span<const int> cpus) {
   if (n == 0) return make_error_code(Errc::invalid_argument);
+  for (const int cpu : cpus) {
+    if (!known_cpu(cpu)) return make_error_code(Errc::invalid_argument);
+  }
   std::unique_ptr<LoopThreads> t(new LoopThreads());
   for (std::size_t i = 0; i < n; ++i) {
+    t->cpus_.push_back(cpus.empty() ? -1 : cpus[i % cpus.size()]);
     EventLoopOptions o = options;
     if (o.seed) o.seed = *o.seed + i;
     auto l = EventLoop::create(o);
@@ -30,8 +60,15 @@ LoopThreads::~LoopThreads() {
 void LoopThreads::start() {
   if (started_) return;
   started_ = true;
-  for (EventLoop* l : raw_) {
-    threads_.emplace_back([l] {
+  for (std::size_t i = 0; i < raw_.size(); ++i) {
+    threads_.emplace_back([l = raw_[i], cpu = cpus_[i]] {
+      // create() checked that the machine has the CPU; the process may still be kept off
+      // it (a cpuset): then the thread runs unpinned, and says so.
+      if (cpu >= 0) {
+        if (auto r = pin_this_thread(cpu); !r) {
+          RMSG_LOG(warn, "loop thread: not pinned to CPU %d: %s", cpu, r.error().message().c_str());
+        }
+      }
       if (auto r = l->run(); !r) RMSG_LOG(warn, "loop thread: %s", r.error().message().c_str());
     });
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "connect_test.h"
 #include "options.h"
@@ -65,6 +66,7 @@ std::optional<Setup> make_setup(const Options& o, std::string& why) {
   ro.counters = o.counters;
   ro.block_count = o.block_count;
   ro.block_size = o.block_size;
+  ro.server_cpu = o.server_cpu;
   Setup s;
   s.host = o.host.empty() ? ro.host : o.host;
   if (o.transport == "posix" || o.transport == "verbs") {
@@ -174,6 +176,16 @@ int run(const Options& o) {
     return 2;
   }
 #endif
+  if (o.server_cpu >= 0) {  // checked here, on a thread of its own: servers pin themselves
+    Result<void> r;
+    std::thread([&] { r = pin_this_thread(o.server_cpu); }).join();
+    if (!r) return fail("--cpus: CPU " + std::to_string(o.server_cpu) + ": " + r.error().message());
+  }
+  if (o.client_cpu >= 0 && o.server.empty()) {
+    if (auto r = pin_this_thread(o.client_cpu); !r) {
+      return fail("--cpus: CPU " + std::to_string(o.client_cpu) + ": " + r.error().message());
+    }
+  }
   std::string why;
   auto setup = make_setup(o, why);
   if (!setup) return fail(why);

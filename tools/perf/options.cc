@@ -40,6 +40,17 @@ bool parse_list(std::string_view text, std::vector<std::uint64_t>& out) {
   return !out.empty();
 }
 
+// "1,0": the client's CPU, then the servers'.
+bool parse_cpus(std::string_view text, Options& o) {
+  const auto comma = text.find(',');
+  if (comma == std::string_view::npos) return false;
+  auto num = [](std::string_view t, int& out) {
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+    return ec == std::errc{} && p == t.data() + t.size() && out >= 0 && out < 1024;
+  };
+  return num(text.substr(0, comma), o.client_cpu) && num(text.substr(comma + 1), o.server_cpu);
+}
+
 // "16x32K": the count, then the block size (RdmaOptions checks the ranges).
 bool parse_blocks(std::string_view text, Options& o) {
   const auto x = text.find('x');
@@ -60,7 +71,7 @@ void print_usage(std::FILE* out) {
       "tcp|rdma|auto|posix|verbs]\n"
       "                 [--size N[,N...]] [--iters N] [--repeat N] [--json] [--busy-poll]\n"
       "                 [--poll-spin US]\n"
-      "                 [--one-thread] [--counters] [--blocks COUNTxSIZE]\n"
+      "                 [--one-thread] [--counters] [--blocks COUNTxSIZE] [--cpus C,S]\n"
       "                 [--baseline NAME] [--address HOST]\n"
       "                 [--server ADDR:PORT | --connect ADDR:PORT]\n"
       "\n"
@@ -88,6 +99,8 @@ void print_usage(std::FILE* out) {
       "  --baseline    runner measured alongside for the ratio column (default: verbs for\n"
       "                rdma, posix otherwise; verbs-window: raw verbs with the stream's\n"
       "                window, --blocks or 8 sends in flight and receives; none)\n"
+      "  --cpus        C,S: pin the client's thread to CPU C and every server thread to S\n"
+      "                (rmsg loops and baselines alike; default: the scheduler places them)\n"
       "  --counters    after each result, the transport's counters on stderr (rdma: the\n"
       "                client stream's, then every device's)\n"
       "  --address     host for in-process runs (default 127.0.0.1)\n"
@@ -168,6 +181,9 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
     } else if (arg == "--blocks") {
       if (!value(v)) return false;
       if (!parse_blocks(v, o)) return bad("bad --blocks '" + v + "' (COUNTxSIZE, e.g. 16x32K)");
+    } else if (arg == "--cpus") {
+      if (!value(v)) return false;
+      if (!parse_cpus(v, o)) return bad("bad --cpus '" + v + "' (CLIENT,SERVER, e.g. 1,0)");
     } else if (arg == "--server") {
       if (!value(o.server)) return false;
     } else if (arg == "--connect") {

@@ -24,6 +24,8 @@ struct Options {
   bool one_thread = false;
   std::uint32_t block_count = 0;  // --blocks COUNTxSIZE (rdma ring geometry); 0: default
   std::uint32_t block_size = 0;
+  int client_cpu = -1;  // --cpus CLIENT,SERVER: thread placement; -1: the scheduler's
+  int server_cpu = -1;
   std::string server;   // --server ADDR:PORT
   std::string connect;  // --connect ADDR:PORT
   std::string host;     // --address HOST (in-process runs)

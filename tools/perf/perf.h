@@ -8,11 +8,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "rmsg/address.h"
+#include "rmsg/loop_threads.h"
 #include "rmsg/result.h"
 
 namespace rmsg::perf {
@@ -42,7 +44,17 @@ struct RunOptions {
   bool counters = false;           // print the transport's counters after each measurement
   std::uint32_t block_count = 0;   // rdma: ring blocks each way (0: RdmaOptions' default)
   std::uint32_t block_size = 0;    // rdma: bytes per block (0: RdmaOptions' default)
+  int server_cpu = -1;             // --cpus: the CPU a server's thread is pinned to; -1: none
 };
+
+// --cpus: pins the calling server thread to RunOptions::server_cpu, when one is set (main
+// checked that the process may use it).
+inline void pin_server_thread(const RunOptions& o) {
+  if (o.server_cpu < 0) return;
+  if (auto r = pin_this_thread(o.server_cpu); !r) {
+    std::fprintf(stderr, "rmsg-perf: server thread not pinned: %s\n", r.error().message().c_str());
+  }
+}
 
 // Prints "label: done/total" on stderr about once a second once a run passes 2 s.
 class Progress {

@@ -82,8 +82,9 @@ void serve_connection(int fd) {
 
 class PosixServer final : public Server {
  public:
-  PosixServer(int fd, std::uint16_t port) : fd_(fd), port_(port) {
-    thread_ = std::thread([this] {
+  PosixServer(int fd, std::uint16_t port, const RunOptions& o) : fd_(fd), port_(port) {
+    thread_ = std::thread([this, o] {
+      pin_server_thread(o);
       for (;;) {
         const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) {
@@ -119,6 +120,7 @@ class PosixServer final : public Server {
 
 class PosixRunner final : public Runner {
  public:
+  explicit PosixRunner(const RunOptions& o) : options_(o) {}
   std::string name() const override { return "posix"; }
 
   Result<std::unique_ptr<Server>> start_server(const SocketAddress& address) override {
@@ -135,7 +137,7 @@ class PosixRunner final : public Runner {
       return errno_code(err);
     }
     const auto port = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len).port();
-    return std::unique_ptr<Server>(std::make_unique<PosixServer>(fd, port));
+    return std::unique_ptr<Server>(std::make_unique<PosixServer>(fd, port, options_));
   }
 
   Result<Measurement> run(const SocketAddress& address, const Spec& spec,
@@ -178,10 +180,13 @@ class PosixRunner final : public Runner {
     m.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
     return m;
   }
+
+ private:
+  RunOptions options_;
 };
 
-std::unique_ptr<Runner> make_posix(const RunOptions&) {
-  return std::make_unique<PosixRunner>();
+std::unique_ptr<Runner> make_posix(const RunOptions& o) {
+  return std::make_unique<PosixRunner>(o);
 }
 const bool kRegistered = register_runner("posix", make_posix);
 

@@ -61,6 +61,7 @@ class ThreadServer final : public Server {
     std::promise<Result<std::uint16_t>> ready;
     auto ready_future = ready.get_future();
     thread_ = std::thread([&, address, options] {
+      pin_server_thread(options);
       auto loop = EventLoop::create(loop_options(options));
       if (!loop) return ready.set_value(loop.error());
       (*loop)->set_busy_poll(options.busy_poll);

@@ -54,8 +54,11 @@ void serve(VerbsConn& c, const WireHeader& h) {
 
 class VerbsServer final : public Server {
  public:
-  VerbsServer(rdma_event_channel* ch, rdma_cm_id* id, bool busy)
-      : ch_(ch), id_(id), busy_(busy), thread_([this] { run(); }) {}
+  VerbsServer(rdma_event_channel* ch, rdma_cm_id* id, const RunOptions& o)
+      : ch_(ch), id_(id), busy_(o.busy_poll), thread_([this, o] {
+          pin_server_thread(o);
+          run();
+        }) {}
   VerbsServer(const VerbsServer&) = delete;
   VerbsServer& operator=(const VerbsServer&) = delete;
   VerbsServer(VerbsServer&&) = delete;
@@ -158,7 +161,8 @@ Result<Measurement> run_client(VerbsConn& c, const Spec& spec, std::uint64_t tot
 class VerbsRunner final : public Runner {
  public:
   // window 0: the baseline's own (kWindow sends in flight, up to 256 receives).
-  VerbsRunner(bool busy, std::uint32_t window) : busy_(busy), window_(window) {}
+  VerbsRunner(const RunOptions& o, std::uint32_t window)
+      : options_(o), busy_(o.busy_poll), window_(window) {}
   std::string name() const override { return window_ == 0 ? "verbs" : "verbs-window"; }
 
   Result<std::unique_ptr<Server>> start_server(const SocketAddress& address) override {
@@ -173,7 +177,7 @@ class VerbsRunner final : public Runner {
       rdma_destroy_event_channel(ch);
       return errno_code(err);
     }
-    return std::unique_ptr<Server>(std::make_unique<VerbsServer>(ch, id, busy_));
+    return std::unique_ptr<Server>(std::make_unique<VerbsServer>(ch, id, options_));
   }
 
   Result<Measurement> run(const SocketAddress& address, const Spec& spec,
@@ -189,17 +193,18 @@ class VerbsRunner final : public Runner {
   }
 
  private:
+  RunOptions options_;
   bool busy_;
   std::uint32_t window_;
 };
 
 std::unique_ptr<Runner> make_verbs(const RunOptions& o) {
-  return std::make_unique<VerbsRunner>(o.busy_poll, 0);
+  return std::make_unique<VerbsRunner>(o, 0);
 }
 // The stream's window: as many sends in flight and receives posted as the stream has
 // blocks (--blocks, else RdmaOptions' default 8), RNR retries still pacing it.
 std::unique_ptr<Runner> make_verbs_window(const RunOptions& o) {
-  return std::make_unique<VerbsRunner>(o.busy_poll, o.block_count != 0 ? o.block_count : 8);
+  return std::make_unique<VerbsRunner>(o, o.block_count != 0 ? o.block_count : 8);
 }
 const bool kRegistered = register_runner("verbs", make_verbs);
 const bool kRegisteredWindow = register_runner("verbs-window", make_verbs_window);
