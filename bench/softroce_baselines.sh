@@ -1,7 +1,8 @@
 #!/bin/sh
 # The RDMA stream against its baselines in one Soft-RoCE guest, one run: rmsg-perf's
 # stream vs raw verbs (alternating rounds, medians of 5), in each completion mode, then
-# the raw-verbs variant with the stream's window, then rsockets' rstream (rdmacm-utils)
+# the raw-verbs variant with the stream's window, then both with their threads pinned,
+# then rsockets' rstream (rdmacm-utils)
 # with its default spin and with the stream's spin budget, and both as two processes.
 # Run it in the guest:
 #   tests/softroce/run --timeout 900 -- bench/softroce_baselines.sh [BUILD_DIR]
@@ -19,6 +20,13 @@ $perf --test lat --size 64 --iters 2000 --repeat 5 --busy-poll
 echo "== streaming: against raw verbs, then raw verbs with the stream's window"
 $perf --test bw --size 64,4K,64K --iters 1000 --repeat 5
 $perf --test bw --size 4K,64K --iters 1000 --repeat 5 --baseline verbs-window
+# Both ends' threads pinned, the stream's and the baseline's alike (docs/perf.md, "Thread
+# placement"): the client on the last CPU, the servers on the first.
+cpus=$(nproc)
+if [ "$cpus" -ge 2 ]; then
+  echo "== streaming, client thread on CPU $((cpus - 1)), server threads on CPU 0"
+  $perf --test bw --size 4K,64K --iters 1000 --repeat 5 --cpus $((cpus - 1)),0
+fi
 
 # rmsg-perf as two processes: a server (stream on PORT, verbs baseline on PORT+1).
 port=18515
