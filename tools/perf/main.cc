@@ -243,6 +243,7 @@ int run(const Options& o) {
       if (s.baseline) {
         const Row base = median_row(base_rows);
         set_ratio(row, base);
+        set_round_ratios(row, rows, base_rows);
         report.add(base);
       }
       report.add(row);

@@ -40,6 +40,19 @@ void set_ratio(Row& row, const Row& baseline) {
   }
 }
 
+void set_round_ratios(Row& row, const std::vector<Row>& rounds,
+                      const std::vector<Row>& base_rounds) {
+  const std::size_t n = std::min(rounds.size(), base_rounds.size());
+  if (n < 2) return;
+  for (std::size_t i = 0; i < n; ++i) {
+    Row r = rounds[i];
+    set_ratio(r, base_rounds[i]);
+    if (!r.ratio) return;
+    row.ratio_min = std::min(row.ratio_min.value_or(*r.ratio), *r.ratio);
+    row.ratio_max = std::max(row.ratio_max.value_or(*r.ratio), *r.ratio);
+  }
+}
+
 Row median_row(std::vector<Row> rows) {
   auto key = [](const Row& r) { return r.test == Test::lat ? r.median_us : r.mb_per_s; };
   const auto mid = rows.begin() + static_cast<std::ptrdiff_t>(rows.size() / 2);
@@ -59,6 +72,9 @@ void Report::add(const Row& r) {
         r.user_us_per_msg, r.sys_us_per_msg);
     if (r.ratio)
       std::printf(",\"baseline\":\"%s\",\"vs_baseline\":%.3f", r.baseline.c_str(), *r.ratio);
+    if (r.ratio_min && r.ratio_max) {
+      std::printf(",\"vs_baseline_min\":%.3f,\"vs_baseline_max\":%.3f", *r.ratio_min, *r.ratio_max);
+    }
     std::printf("}\n");
     std::fflush(stdout);
     return;
@@ -69,10 +85,15 @@ void Report::add(const Row& r) {
                 "iters", "median_us", "p99_us", "MB/s", "msgs/s", "usr_us", "sys_us",
                 "vs baseline");
   }
-  char ratio[64] = "";
+  char ratio[128] = "";
   if (r.ratio) {
-    std::snprintf(ratio, sizeof ratio, "%.2fx %s %s", *r.ratio,
-                  r.test == Test::lat ? "latency of" : "bandwidth of", r.baseline.c_str());
+    const int n =
+        std::snprintf(ratio, sizeof ratio, "%.2fx %s %s", *r.ratio,
+                      r.test == Test::lat ? "latency of" : "bandwidth of", r.baseline.c_str());
+    if (r.ratio_min && r.ratio_max && n > 0 && static_cast<std::size_t>(n) < sizeof ratio) {
+      std::snprintf(ratio + n, sizeof ratio - static_cast<std::size_t>(n), " (rounds %.2f-%.2f)",
+                    *r.ratio_min, *r.ratio_max);
+    }
   }
   std::printf("%-4s %-9s %9llu %8llu %10.2f %10.2f %10.1f %11.0f %8.2f %8.2f  %s\n",
               to_string(r.test), r.transport.c_str(), static_cast<unsigned long long>(r.size),

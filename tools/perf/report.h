@@ -27,10 +27,17 @@ struct Row {
   // is faster); bw, MB/s / baseline MB/s (higher is faster).
   std::optional<double> ratio;
   std::string baseline;
+  // With --repeat: the lowest and highest ratio of one round to the baseline's round beside
+  // it (rounds alternate), the spread that the host's drift leaves in the median ratio.
+  std::optional<double> ratio_min;
+  std::optional<double> ratio_max;
 };
 
 Row summarize(const std::string& transport, const Spec& spec, Measurement m);
 void set_ratio(Row& row, const Row& baseline);
+// Sets ratio_min/ratio_max from rounds[i] against base_rounds[i] (two rounds or more).
+void set_round_ratios(Row& row, const std::vector<Row>& rounds,
+                      const std::vector<Row>& base_rounds);
 // Of several rounds, the one with the median headline number (lat: median latency; bw:
 // MB/s).
 Row median_row(std::vector<Row> rows);
