@@ -12,11 +12,7 @@
 namespace rmsg {
 namespace {
 
-// The CPUs this process may run on.
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  EXPECT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+std::vector<int> cpus_in(const cpu_set_t& set) {
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
@@ -24,16 +20,20 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
-// The calling thread's affinity mask as a list.
+// The CPUs this process may run on.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  return cpus_in(set);
+}
+
+// The calling thread's affinity mask.
 std::vector<int> this_thread_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   EXPECT_EQ(pthread_getaffinity_np(pthread_self(), sizeof set, &set), 0);
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return cpus;
+  return cpus_in(set);
 }
 
 TEST(LoopThreads, EachLoopThreadRunsOnlyOnItsCpu) {
