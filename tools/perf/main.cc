@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "connect_test.h"
 #include "options.h"
@@ -176,14 +175,12 @@ int run(const Options& o) {
     return 2;
   }
 #endif
-  if (o.server_cpu >= 0) {  // checked here, on a thread of its own: servers pin themselves
-    Result<void> r;
-    std::thread([&] { r = pin_this_thread(o.server_cpu); }).join();
-    if (!r) return fail("--cpus: CPU " + std::to_string(o.server_cpu) + ": " + r.error().message());
-  }
-  if (o.client_cpu >= 0 && o.server.empty()) {
-    if (auto r = pin_this_thread(o.client_cpu); !r) {
-      return fail("--cpus: CPU " + std::to_string(o.client_cpu) + ": " + r.error().message());
+  // Server threads pin themselves to S; pinning this thread there first checks that the
+  // process may use S, then it moves to C (in --server mode it has no client to run).
+  for (const int cpu : {o.server_cpu, o.server.empty() ? o.client_cpu : -1}) {
+    if (cpu < 0) continue;
+    if (auto r = pin_this_thread(cpu); !r) {
+      return fail("--cpus: CPU " + std::to_string(cpu) + ": " + r.error().message());
     }
   }
   std::string why;

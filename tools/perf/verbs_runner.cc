@@ -161,8 +161,7 @@ Result<Measurement> run_client(VerbsConn& c, const Spec& spec, std::uint64_t tot
 class VerbsRunner final : public Runner {
  public:
   // window 0: the baseline's own (kWindow sends in flight, up to 256 receives).
-  VerbsRunner(const RunOptions& o, std::uint32_t window)
-      : options_(o), busy_(o.busy_poll), window_(window) {}
+  VerbsRunner(const RunOptions& o, std::uint32_t window) : options_(o), window_(window) {}
   std::string name() const override { return window_ == 0 ? "verbs" : "verbs-window"; }
 
   Result<std::unique_ptr<Server>> start_server(const SocketAddress& address) override {
@@ -187,14 +186,13 @@ class VerbsRunner final : public Runner {
     h.size = spec.size;
     h.count = spec.warmup + spec.iters;
     h.window = window_;
-    VerbsConn c(busy_, 2, spec.size);
+    VerbsConn c(options_.busy_poll, 2, spec.size);
     RMSG_TRY(c.connect(address, &h, sizeof h));
     return run_client(c, spec, h.count, window_ == 0 ? kWindow : window_, progress);
   }
 
  private:
   RunOptions options_;
-  bool busy_;
   std::uint32_t window_;
 };
 
