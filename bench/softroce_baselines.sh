@@ -1,8 +1,8 @@
 #!/bin/sh
 # The RDMA stream against its baselines in one Soft-RoCE guest, one run: rmsg-perf's
 # stream vs raw verbs (alternating rounds, medians of 5), in each completion mode, then
-# the raw-verbs variant with the stream's window, then both with their threads pinned,
-# then rsockets' rstream (rdmacm-utils)
+# the raw-verbs variant with the stream's window, then both with their threads pinned
+# (split over two vCPUs, then all on one), then rsockets' rstream (rdmacm-utils)
 # with its default spin and with the stream's spin budget, and both as two processes.
 # Run it in the guest:
 #   tests/softroce/run --timeout 900 -- bench/softroce_baselines.sh [BUILD_DIR]
@@ -27,6 +27,10 @@ if [ "$cpus" -ge 2 ]; then
   echo "== streaming, client thread on CPU $((cpus - 1)), server threads on CPU 0"
   $perf --test bw --size 4K,64K --iters 1000 --repeat 5 --cpus $((cpus - 1)),0
 fi
+# Every thread of both ends on one vCPU: no cross-vCPU hand-offs (docs/perf.md, "A busy
+# host core"); the baseline's threads share it too.
+echo "== 64 KiB streaming, every thread on CPU 0"
+$perf --test bw --size 64K --iters 1000 --repeat 5 --cpus 0,0
 
 # rmsg-perf as two processes: a server (stream on PORT, verbs baseline on PORT+1).
 port=18515
