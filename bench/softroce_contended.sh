@@ -6,7 +6,8 @@
 # ends on one loop thread, and both ends' threads on one vCPU.
 # Run it on the host (it starts the guest itself):
 #   bench/softroce_contended.sh [BUILD_DIR] [LOAD]
-# LOAD: busy loops on the host (default 1; 0 measures the same rows without them).
+# BUILD_DIR: relative to the repository (default build). LOAD: busy loops on the host
+# (default 1; 0 measures the same rows without them).
 # Numbers under emulation are indicative only.
 set -eu
 build=${1:-build}
@@ -14,6 +15,7 @@ load=${2:-1}
 cd "$(dirname "$0")/.."
 
 hogs=""
+# shellcheck disable=SC2086 # $hogs is a list of pids
 stop_hogs() { [ -z "$hogs" ] || kill $hogs 2>/dev/null || true; }
 trap stop_hogs EXIT INT TERM
 i=0
