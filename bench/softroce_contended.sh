@@ -3,7 +3,8 @@
 # loop per LOAD runs on the host for the whole run, as other tenants would on a shared
 # machine (docs/perf.md, "A busy host core", stop 28). Alternating rounds against raw
 # verbs, medians of 5: the stream's two loop threads as the scheduler places them, both
-# ends on one loop thread, and both ends' threads on one vCPU.
+# ends on one loop thread, every thread of both ends on one vCPU, and the two ends pinned
+# to two vCPUs.
 # Run it on the host (it starts the guest itself):
 #   bench/softroce_contended.sh [BUILD_DIR] [LOAD]
 # BUILD_DIR: relative to the repository (default build). LOAD: busy loops on the host
@@ -17,7 +18,8 @@ cd "$(dirname "$0")/.."
 hogs=""
 # shellcheck disable=SC2086 # $hogs is a list of pids
 stop_hogs() { [ -z "$hogs" ] || kill $hogs 2>/dev/null || true; }
-trap stop_hogs EXIT INT TERM
+trap stop_hogs EXIT
+trap 'exit 130' INT TERM
 i=0
 while [ "$i" -lt "$load" ]; do
   sh -c 'while :; do :; done' &
