@@ -63,11 +63,26 @@ SocketObject* FdTable::allocate(SocketState state, int pid) {
   return nullptr;
 }
 
+void FdTable::forget_epoll_number(FdSlot& s) {
+  std::uint32_t id = s.epoll_id.exchange(0, std::memory_order_acq_rel);
+  if (id == 0) return;
+  int top = max_fd_seen();
+  for (int fd = 0; fd <= top; ++fd) {  // another number of the same set keeps it alive
+    if (slots_[fd].epoll_id.load(std::memory_order_acquire) == id) return;
+  }
+  for (int fd = 0; fd <= top; ++fd) {
+    for (auto& r : slots_[fd].registrations) {
+      std::uint32_t expected = id;
+      r.epoll_id.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+    }
+  }
+}
+
 SocketObject* FdTable::attach(int fd, SocketObject* o) {
   FdSlot* s = slot(fd);
   if (s == nullptr) return nullptr;
   clear_registrations(*s);
-  s->epoll_id.store(0, std::memory_order_release);
+  forget_epoll_number(*s);
   s->flags.store(0, std::memory_order_release);
   if (o != nullptr) saw(fd);
   std::uint32_t before =
@@ -79,7 +94,7 @@ SocketObject* FdTable::detach(int fd) {
   FdSlot* s = slot(fd);
   if (s == nullptr) return nullptr;
   clear_registrations(*s);
-  s->epoll_id.store(0, std::memory_order_release);
+  forget_epoll_number(*s);
   std::uint32_t before = s->object.exchange(0, std::memory_order_acq_rel);
   return before == 0 ? nullptr : &objects_[before - 1];
 }
@@ -96,6 +111,7 @@ void FdTable::mark_epoll(int fd, std::uint32_t id) {
   FdSlot* s = slot(fd);
   if (s == nullptr) return;
   clear_registrations(*s);
+  forget_epoll_number(*s);
   s->flags.store(0, std::memory_order_release);
   s->epoll_id.store(id, std::memory_order_release);
   saw(fd);

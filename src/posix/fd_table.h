@@ -81,6 +81,10 @@ class FdTable {
   void mark_epoll(int fd, std::uint32_t id);
 
  private:
+  // The number no longer names its epoll set; when it was the set's last number in this
+  // process, the set is gone and every registration it held expires (frees its place).
+  void forget_epoll_number(FdSlot& s);
+
   FdSlot* slots_ = nullptr;
   SocketObject* objects_ = nullptr;
   int size_ = 0;

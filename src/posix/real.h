@@ -5,6 +5,7 @@
 // librdmacm opening files) may call back into the shim and finds these ready.
 #pragma once
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -42,6 +43,7 @@ namespace rmsg::posix {
   X(sendto, ssize_t, (int, const void*, size_t, int, const sockaddr*, socklen_t))     \
   X(sendmsg, ssize_t, (int, const msghdr*, int))                                      \
   X(sendfile, ssize_t, (int, int, off_t*, size_t))                                    \
+  X(splice, ssize_t, (int, loff_t*, int, loff_t*, size_t, unsigned))                  \
   X(fcntl, int, (int, int, ...))                                                      \
   X(ioctl, int, (int, unsigned long, ...))                                            \
   X(getsockopt, int, (int, int, int, void*, socklen_t*))                              \

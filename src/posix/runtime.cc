@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "posix/private_fd.h"
 #include "posix/stats.h"
 
 #ifdef RMSG_POSIX_START_HOOK
@@ -50,15 +51,6 @@ void report_at_exit() {
 bool shim_switched_off() {
   const char* v = std::getenv("RMSG_PRELOAD");
   return v != nullptr && (std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
-}
-
-void open_stats_file(Runtime& rt) {
-  const char* path = std::getenv("RMSG_STATS");
-  if (path == nullptr || *path == '\0') return;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  rt.stats_fd.store(fd, std::memory_order_release);
-  mark_private(rt, fd);
 }
 
 Phase start() {
@@ -117,33 +109,21 @@ void release_object(Runtime& rt, SocketObject* o) {
   FdTable::free_object(o);
 }
 
+void settle_connect(Runtime& rt, int fd) {
+  SocketObject* o = rt.table.object(fd);
+  if (o == nullptr || o->state.load(std::memory_order_acquire) != SocketState::connecting) return;
+  sockaddr_in6 peer{};
+  socklen_t len = sizeof peer;
+  int saved = errno;
+  bool connected = g_real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
+  errno = saved;
+  SocketState expected = SocketState::connecting;
+  o->state.compare_exchange_strong(
+      expected, connected ? SocketState::connected : SocketState::fresh, std::memory_order_acq_rel);
+}
+
 void drop(Runtime& rt, int fd) {
   if (SocketObject* o = rt.table.detach(fd)) release_object(rt, o);
-}
-
-bool is_private(const Runtime& rt, int fd) {
-  const FdSlot* s = rt.table.slot(fd);
-  return s != nullptr && (s->flags.load(std::memory_order_acquire) & kFdPrivate) != 0;
-}
-
-void mark_private(Runtime& rt, int fd) {
-  if (FdSlot* s = rt.table.slot(fd)) {
-    s->flags.fetch_or(kFdPrivate, std::memory_order_acq_rel);
-    rt.table.saw(fd);
-  }
-}
-
-bool vacate_private(Runtime& rt, int fd) {
-  if (!is_private(rt, fd)) return true;
-  int moved = g_real.fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
-  if (moved < 0) return false;
-  // The new number takes over first; only then does the old one close and turn public.
-  mark_private(rt, moved);
-  int expected = fd;
-  rt.stats_fd.compare_exchange_strong(expected, moved, std::memory_order_acq_rel);
-  g_real.close(fd);
-  rt.table.slot(fd)->flags.fetch_and(~kFdPrivate, std::memory_order_acq_rel);
-  return true;
 }
 
 }  // namespace rmsg::posix
