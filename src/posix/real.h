@@ -67,18 +67,11 @@ struct RealCalls {
 };
 
 // Filled once by resolve_real_calls(); read without a lock afterwards (the pointers never
-// change again). Before that, real() resolves them itself.
+// change again). Before that each holds a raw system call of the same meaning (real.cc),
+// so a call that re-enters the shim during phase one never meets a null pointer.
 extern RealCalls g_real;
-extern bool g_real_resolved;
 
 // Idempotent and safe to race: every thread that gets here stores the same pointers.
 void resolve_real_calls();
-
-inline const RealCalls& real() {
-  if (__builtin_expect(!__atomic_load_n(&g_real_resolved, __ATOMIC_ACQUIRE), 0)) {
-    resolve_real_calls();
-  }
-  return g_real;
-}
 
 }  // namespace rmsg::posix
