@@ -1,7 +1,10 @@
 #include "posix/fd_table.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace rmsg::posix {
 namespace {
@@ -22,7 +25,24 @@ void clear_registrations(FdSlot& s) {
 
 }  // namespace
 
-bool FdTable::init() {
+bool FdTable::ensure() {
+  int m = mapping_.load(std::memory_order_acquire);
+  if (__builtin_expect(m == 2, 1)) return true;
+  if (m == 0 && mapping_.compare_exchange_strong(m, 1, std::memory_order_acq_rel)) {
+    mapping_thread_.store(syscall(SYS_gettid), std::memory_order_release);
+    bool ok = map();
+    mapping_.store(ok ? 2 : 3, std::memory_order_release);
+    return ok;
+  }
+  long self = syscall(SYS_gettid);
+  while ((m = mapping_.load(std::memory_order_acquire)) == 1) {
+    if (mapping_thread_.load(std::memory_order_acquire) == self) return false;
+    sched_yield();
+  }
+  return m == 2;
+}
+
+bool FdTable::map() {
   rlimit lim{};
   rlim_t n = kMaxTableSize;
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_max != RLIM_INFINITY) n = lim.rlim_max;
@@ -35,12 +55,12 @@ bool FdTable::init() {
   if (slots == nullptr || objects == nullptr) return false;
   slots_ = slots;
   objects_ = objects;
-  size_ = static_cast<int>(n);
+  size_.store(static_cast<int>(n), std::memory_order_release);
   return true;
 }
 
 SocketObject* FdTable::allocate(SocketState state, int pid) {
-  const auto n = static_cast<std::uint32_t>(size_);
+  const auto n = static_cast<std::uint32_t>(size());
   std::uint32_t start = next_hint_.load(std::memory_order_relaxed);
   for (std::uint32_t k = 0; k < n; ++k) {
     std::uint32_t i = (start + k) % n;

@@ -165,25 +165,69 @@ int epoll_wait(int ep, epoll_event* e, int n, int ms) {
 }
 
 }  // namespace raw
-}  // namespace
 
-constinit RealCalls g_real = {
+// The raw system calls, for a call made while this thread is inside dlsym() (a preloaded
+// malloc that reads a file, say): dlsym must not recurse into itself.
+constexpr RealCalls kRaw = {
 #define RMSG_POSIX_REAL_RAW(name, ret, params) .name = raw::name,
     RMSG_POSIX_REAL_CALLS(RMSG_POSIX_REAL_RAW)
 #undef RMSG_POSIX_REAL_RAW
 };
 
-void resolve_real_calls() {
-  RealCalls calls = g_real;
+thread_local bool t_resolving __attribute__((tls_model("initial-exec"))) = false;
+
+// The C library's `name`, found once and kept in g_real (every thread that races here
+// stores the same pointer); a name it lacks (close_range before glibc 2.34) keeps the
+// system call.
+template <auto Member>
+auto resolve(const char* name) {
+  auto raw_fn = kRaw.*Member;
+  if (t_resolving) return raw_fn;
+  t_resolving = true;
+  void* found = dlsym(RTLD_NEXT, name);
+  t_resolving = false;
   // dlsym returns void*; the cast to a function pointer is what POSIX prescribes for it.
-  // A name the C library lacks (close_range before glibc 2.34) keeps its system call.
-#define RMSG_POSIX_REAL_RESOLVE(name, ret, params)       \
-  if (void* found = dlsym(RTLD_NEXT, #name)) {           \
-    calls.name = reinterpret_cast<ret(*) params>(found); \
-  }
-  RMSG_POSIX_REAL_CALLS(RMSG_POSIX_REAL_RESOLVE)
-#undef RMSG_POSIX_REAL_RESOLVE
-  g_real = calls;
+  auto fn = found != nullptr ? reinterpret_cast<decltype(raw_fn)>(found) : raw_fn;
+  __atomic_store_n(&(g_real.*Member), fn, __ATOMIC_RELEASE);
+  return fn;
 }
+
+// What each pointer holds until its first call: resolve it, then make the call.
+template <typename Fn>
+struct Lazy;
+template <typename R, typename... A>
+struct Lazy<R (*)(A...)> {
+  template <auto Member, const char* Name>
+  static R call(A... args) {
+    return resolve<Member>(Name)(args...);
+  }
+};
+
+#define RMSG_POSIX_REAL_NAME(name, ret, params) constexpr char name_##name[] = #name;
+RMSG_POSIX_REAL_CALLS(RMSG_POSIX_REAL_NAME)
+#undef RMSG_POSIX_REAL_NAME
+
+// fcntl and ioctl take C varargs, which a template cannot forward: one pointer-sized
+// argument, as the C library's own wrappers read it.
+template <typename Second>
+struct Lazy<int (*)(int, Second, ...)> {
+  template <auto Member, const char* Name>
+  static int call(int fd, Second cmd, ...) {
+    va_list ap;
+    va_start(ap, cmd);
+    void* arg = va_arg(ap, void*);
+    va_end(ap);
+    return resolve<Member>(Name)(fd, cmd, arg);
+  }
+};
+
+}  // namespace
+
+constinit RealCalls g_real = {
+#define RMSG_POSIX_REAL_LAZY(name, ret, params) \
+  .name = &Lazy<ret(*) params>::template call<&RealCalls::name, name_##name>,
+    RMSG_POSIX_REAL_CALLS(RMSG_POSIX_REAL_LAZY)
+#undef RMSG_POSIX_REAL_LAZY
+};
 
 }  // namespace rmsg::posix

@@ -1,8 +1,6 @@
 // The C library's own socket and descriptor calls, found with dlsym(RTLD_NEXT) so that the
 // shim reaches them past its own interposed names (the preload library) or past nothing
-// (the C API linked into a program). Resolution is the first thing the shim does and uses
-// nothing but dlsym; what runs later during initialisation (and, for RDMA, libibverbs and
-// librdmacm opening files) may call back into the shim and finds these ready.
+// (the C API linked into a program), each at its first use.
 #pragma once
 
 #include <fcntl.h>
@@ -66,12 +64,11 @@ struct RealCalls {
 #undef RMSG_POSIX_REAL_MEMBER
 };
 
-// Filled once by resolve_real_calls(); read without a lock afterwards (the pointers never
-// change again). Before that each holds a raw system call of the same meaning (real.cc),
-// so a call that re-enters the shim during phase one never meets a null pointer.
+// Each pointer starts at a stub that finds the C library's call (dlsym(RTLD_NEXT)) at its
+// first use, stores it here and makes the call: start-up resolves nothing, and a program
+// pays for the calls it makes. A call made while its thread is inside dlsym() gets the raw
+// system call of the same meaning (real.cc). The pointers change once each, to the same
+// value whichever thread gets there first; reading one is a plain load.
 extern RealCalls g_real;
-
-// Idempotent and safe to race: every thread that gets here stores the same pointers.
-void resolve_real_calls();
 
 }  // namespace rmsg::posix

@@ -80,10 +80,8 @@ Phase start() {
 #ifdef RMSG_POSIX_START_HOOK
   rmsg_posix_phase_one_hook();
 #endif
-  resolve_real_calls();  // phase one: nothing else before it
   if (shim_switched_off()) return Phase::off;
   Runtime& rt = g_runtime;
-  if (!rt.table.init()) return Phase::off;
   rt.pid.store(static_cast<int>(syscall(SYS_getpid)), std::memory_order_relaxed);
   open_stats_file(rt);
 #ifdef RMSG_POSIX_START_HOOK
@@ -145,7 +143,7 @@ bool foreign_process(const Runtime& rt) {
 }
 
 SocketObject* adopt(Runtime& rt, int fd, SocketState state) {
-  if (rt.table.slot(fd) == nullptr) return nullptr;
+  if (!rt.table.ensure() || rt.table.slot(fd) == nullptr) return nullptr;
   SocketObject* o = rt.table.allocate(state, rt.pid.load(std::memory_order_relaxed));
   if (o == nullptr) return nullptr;
   o->io_fork_epoch.store(rt.fork_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
