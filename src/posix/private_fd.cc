@@ -51,7 +51,7 @@ void forget(Runtime& rt, int fd) {
 
 void open_stats_file(Runtime& rt) {
   const char* path = std::getenv("RMSG_STATS");
-  if (path == nullptr || *path == '\0' || !rt.table.ensure()) return;
+  if (path == nullptr || *path == '\0' || !start_tracking(rt)) return;
   // O_NOFOLLOW: a symlink planted at the path (the docs' example is in /tmp) is refused.
   // O_NONBLOCK: a FIFO without a reader fails instead of blocking the program's start.
   int fd = open(

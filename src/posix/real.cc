@@ -221,13 +221,22 @@ struct Lazy<int (*)(int, Second, ...)> {
   }
 };
 
-}  // namespace
-
-constinit RealCalls g_real = {
+constexpr RealCalls kLazy = {
 #define RMSG_POSIX_REAL_LAZY(name, ret, params) \
   .name = &Lazy<ret(*) params>::template call<&RealCalls::name, name_##name>,
     RMSG_POSIX_REAL_CALLS(RMSG_POSIX_REAL_LAZY)
 #undef RMSG_POSIX_REAL_LAZY
 };
+
+}  // namespace
+
+constinit RealCalls g_real = kLazy;
+
+void resolve_real_calls() {
+#define RMSG_POSIX_REAL_ALL(name, ret, params) \
+  if (g_real.name == kLazy.name) resolve<&RealCalls::name>(name_##name);
+  RMSG_POSIX_REAL_CALLS(RMSG_POSIX_REAL_ALL)
+#undef RMSG_POSIX_REAL_ALL
+}
 
 }  // namespace rmsg::posix

@@ -71,4 +71,10 @@ struct RealCalls {
 // value whichever thread gets there first; reading one is a plain load.
 extern RealCalls g_real;
 
+// Resolves every call not resolved yet. The shim calls it when it starts tracking (its
+// table is mapped): from then on no call of the shim's runs dlsym(), which is not
+// async-signal-safe, so a signal handler may close a managed socket. Before that, a
+// pass-through call's first use (in a handler, say) does run it.
+void resolve_real_calls();
+
 }  // namespace rmsg::posix

@@ -142,8 +142,15 @@ bool foreign_process(const Runtime& rt) {
   return static_cast<int>(syscall(SYS_getpid)) != rt.pid.load(std::memory_order_relaxed);
 }
 
+bool start_tracking(Runtime& rt) {
+  static std::atomic<bool> resolved{false};
+  if (!rt.table.ensure()) return false;
+  if (!resolved.load(std::memory_order_acquire) && !resolved.exchange(true)) resolve_real_calls();
+  return true;
+}
+
 SocketObject* adopt(Runtime& rt, int fd, SocketState state) {
-  if (!rt.table.ensure() || rt.table.slot(fd) == nullptr) return nullptr;
+  if (!start_tracking(rt) || rt.table.slot(fd) == nullptr) return nullptr;
   SocketObject* o = rt.table.allocate(state, rt.pid.load(std::memory_order_relaxed));
   if (o == nullptr) return nullptr;
   o->io_fork_epoch.store(rt.fork_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);

@@ -50,6 +50,10 @@ inline Runtime* runtime() {
 // table. Costs one getpid() system call: only descriptor-lifecycle calls use it.
 bool foreign_process(const Runtime& rt);
 
+// Maps the table and resolves every C library call, once (the first call that enters
+// something: a TCP socket, an epoll set, the stats file); true when the table is there.
+bool start_tracking(Runtime& rt);
+
 // A new managed socket at fd (which must not be managed yet: a stale entry is dropped).
 // Returns it, or null when the table is full (fd then stays unmanaged).
 SocketObject* adopt(Runtime& rt, int fd, SocketState state);
