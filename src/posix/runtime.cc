@@ -14,12 +14,11 @@
 #include "posix/stats.h"
 
 #ifdef RMSG_POSIX_START_HOOK
-// Only in tests/posix's librmsg-preload-start-hook.so: calls back into the shim from inside
-// phase two (and phase one), as libibverbs and librdmacm will when the RDMA upgrade initialises
-// them.
-extern "C" void rmsg_posix_start_hook();
-// And from inside phase one, before the C library's calls are resolved.
+// Only in tests/posix's librmsg-preload-start-hook.so: call back into the shim from inside
+// its start, before anything is resolved (a preloaded malloc would) and after the stats
+// file opened (as libibverbs and librdmacm will when the RDMA upgrade initialises them).
 extern "C" void rmsg_posix_phase_one_hook();
+extern "C" void rmsg_posix_start_hook();
 #endif
 
 namespace rmsg::posix {

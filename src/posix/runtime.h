@@ -1,11 +1,11 @@
-// The shim's process-wide state and its start-up. Start-up has two phases so that it
-// survives re-entry: first the C library's calls are resolved (real.h), then the rest
-// (environment, descriptor table, stats file) is set up; the fork and exit handlers are
-// registered once the start is over. A call that arrives from inside either phase on the
-// initialising thread (a preloaded malloc inside dlsym, a library the shim initialises
-// opening files, a signal handler) passes straight through, to raw system calls before
-// phase one ends (real.cc); a call from another thread waits for the end; in a fork()
-// child of a process whose start was under way, the child's first call starts afresh.
+// The shim's process-wide state and its start-up. The start reads the environment and,
+// with RMSG_STATS, opens the stats file; the C library's calls resolve at their first use
+// (real.h), and the table is mapped at the first call that enters something
+// (start_tracking); the fork and exit handlers are registered once the start is over. A
+// call that arrives from inside the start on the initialising thread (a library the shim
+// initialises opening files, a signal handler) passes straight through; a call from
+// another thread waits for the end; in a fork() child of a process whose start was under
+// way on another thread, the child's first call starts afresh.
 #pragma once
 
 #include <atomic>
