@@ -11,11 +11,15 @@
 namespace rmsg::posix {
 namespace {
 
-// Numbers from here up are where the shim keeps its own: close to the soft limit, where a
-// program that takes the lowest free number (every open(), socket(), dup()) never gets to.
+// Numbers from here up are where the shim keeps its own: 960, or 64 below a soft limit
+// under 1024 (below the table's size either way), where a program that takes the lowest
+// free number (every open(), socket(), dup()) does not get to for a long while. Not near a
+// large soft limit: the kernel sizes a process's descriptor array by its highest number
+// (and fork() copies it), so a descriptor near 2^20 would cost every process 8 MiB.
 int high_base(const Runtime& rt) {
   rlimit lim{};
   long n = rt.table.size();
+  if (n > 1024) n = 1024;
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
       static_cast<long>(lim.rlim_cur) < n) {
     n = static_cast<long>(lim.rlim_cur);
