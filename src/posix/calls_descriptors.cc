@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "posix/descriptors.h"
+#include "posix/private_fd.h"
 #include "posix/runtime.h"
 #include "rmsg/socket.h"
 
@@ -26,28 +27,53 @@ int real_close_range(unsigned first, unsigned last, int flags) {
   return static_cast<int>(syscall(SYS_close_range, first, last, flags));
 }
 
-// Closes [first, last] in the kernel, skipping private descriptors. The table forgets the
-// numbers first (as close() does): once the kernel closes one, another thread may be
-// handed it at once.
+// Closes [first, last] in the kernel, around the shim's own descriptor. The table forgets
+// the numbers first (as close() does): once the kernel closes one, another thread may be
+// handed it at once. Its walk stops at the highest number it has recorded, so the range's
+// size never matters (closefrom() is close_range(first, ~0U)). CLOSE_RANGE_UNSHARE closes
+// in a private copy of the descriptor table: the other threads keep every number, so the
+// table forgets nothing.
 int close_range_around_private(Runtime& rt, unsigned first, unsigned last, int flags) {
-  unsigned top = static_cast<unsigned>(rt.table.max_fd_seen());
-  if ((flags & CLOSE_RANGE_CLOEXEC) == 0) {
-    for (unsigned fd = first; fd <= last && fd <= top; ++fd) {
-      FdSlot* s = rt.table.slot(static_cast<int>(fd));
-      if (s != nullptr && tracked(s) && !is_private(rt, static_cast<int>(fd))) {
-        drop(rt, static_cast<int>(fd));
+  if ((flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) == 0) {
+    int seen = rt.table.max_fd_seen();
+    if (seen >= 0 && first <= static_cast<unsigned>(seen)) {
+      unsigned top = last < static_cast<unsigned>(seen) ? last : static_cast<unsigned>(seen);
+      for (unsigned fd = first; fd <= top; ++fd) {  // top < INT_MAX: no wrap
+        FdSlot* s = rt.table.slot(static_cast<int>(fd));
+        if (s != nullptr && tracked(s)) {
+          settle_connect(rt, static_cast<int>(fd));
+          drop(rt, static_cast<int>(fd));
+        }
       }
     }
   }
-  unsigned from = first;
-  int rc = 0;
-  for (unsigned fd = first; fd <= last && fd <= top; ++fd) {
-    if (!is_private(rt, static_cast<int>(fd))) continue;
-    if (fd > from && real_close_range(from, fd - 1, flags) != 0) rc = -1;
-    from = fd + 1;
+  int own = rt.stats_fd.load(std::memory_order_acquire);
+  if (own < 0 || static_cast<unsigned>(own) < first || static_cast<unsigned>(own) > last ||
+      !is_private(rt, own)) {
+    return real_close_range(first, last, flags);
   }
-  if (from <= last && real_close_range(from, last, flags) != 0) rc = -1;
+  int rc = 0;
+  auto u = static_cast<unsigned>(own);
+  if (u > first && real_close_range(first, u - 1, flags) != 0) rc = -1;
+  if (u < last && real_close_range(u + 1, last, flags) != 0) rc = -1;
   return rc;
+}
+
+// One more reference to the object src refers to, or null. A close of the source number
+// racing the dup() may free the object and reuse its place for another socket: the
+// reference is taken only while the object is alive (refs > 0) and kept only if src still
+// refers to it afterwards; otherwise it is given back and the duplicate stays unmanaged.
+SocketObject* share(Runtime& rt, const FdSlot& src) {
+  std::uint32_t index = src.object.load(std::memory_order_acquire);
+  if (index == 0) return nullptr;
+  SocketObject* o = rt.table.object_at(index - 1);
+  std::int32_t refs = o->refs.load(std::memory_order_acquire);
+  do {
+    if (refs <= 0) return nullptr;
+  } while (!o->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel));
+  if (src.object.load(std::memory_order_acquire) == index) return o;
+  release_object(rt, o);
+  return nullptr;
 }
 
 }  // namespace
@@ -56,9 +82,8 @@ void link_duplicate(Runtime& rt, int from, int to) {
   FdSlot* src = rt.table.slot(from);
   FdSlot* dst = rt.table.slot(to);
   if (dst == nullptr) return;
-  SocketObject* o = src == nullptr ? nullptr : rt.table.object(from);
+  SocketObject* o = src == nullptr ? nullptr : share(rt, *src);
   std::uint32_t epoll_id = src == nullptr ? 0 : src->epoll_id.load(std::memory_order_acquire);
-  if (o != nullptr) o->refs.fetch_add(1, std::memory_order_acq_rel);
   SocketObject* before = rt.table.attach(to, o);
   if (epoll_id != 0) dst->epoll_id.store(epoll_id, std::memory_order_release);
   if (before != nullptr) release_object(rt, before);
@@ -74,11 +99,11 @@ int rmsg_close(int fd) {
   Runtime* rt = runtime();
   FdSlot* s = rt == nullptr ? nullptr : rt->table.slot(fd);
   if (s == nullptr) return g_real.close(fd);
-  if (is_private(*rt, fd)) {
-    errno = EBADF;  // the shim's own: to the program it is not open
-    return -1;
-  }
-  if (!tracked(s) || foreign_process(*rt)) return g_real.close(fd);
+  bool own = (s->flags.load(std::memory_order_acquire) & kFdPrivate) != 0;
+  if ((!tracked(s) && !own) || foreign_process(*rt)) return g_real.close(fd);
+  // The shim's own file moves away; the program's close of the number is the kernel's.
+  if (own) move_private_away(*rt, fd);
+  settle_connect(*rt, fd);
   // Forget first: once the kernel closes, the number may be handed out again at once.
   SocketObject* o = rt->table.detach(fd);
   int rc = g_real.close(fd);
@@ -116,10 +141,7 @@ int rmsg_dup(int fd) {
 int rmsg_dup3(int fd, int newfd, int flags) {
   Runtime* rt = runtime();
   if (rt == nullptr || fd == newfd || foreign_process(*rt)) return g_real.dup3(fd, newfd, flags);
-  if (!vacate_private(*rt, newfd)) {
-    errno = EBUSY;
-    return -1;
-  }
+  move_private_away(*rt, newfd);
   int n = g_real.dup3(fd, newfd, flags);
   if (n >= 0) link_duplicate(*rt, fd, n);
   return n;
@@ -128,10 +150,7 @@ int rmsg_dup3(int fd, int newfd, int flags) {
 int rmsg_dup2(int fd, int newfd) {
   Runtime* rt = runtime();
   if (rt == nullptr || fd == newfd || foreign_process(*rt)) return g_real.dup2(fd, newfd);
-  if (!vacate_private(*rt, newfd)) {
-    errno = EBUSY;
-    return -1;
-  }
+  move_private_away(*rt, newfd);
   int n = g_real.dup2(fd, newfd);
   if (n >= 0) link_duplicate(*rt, fd, n);
   return n;

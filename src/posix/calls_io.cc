@@ -2,9 +2,11 @@
 // each call is the C library's, plus a count of the bytes for the stats line: no lock, no
 // allocation, errno untouched (async-signal-safe wherever the C library's call is).
 // MSG_PEEK reads touch the connection but count nothing; SIGPIPE and MSG_NOSIGNAL are the
-// kernel's.
+// kernel's. splice() counts like a read on its input and a write on its output.
+#include <fcntl.h>
 #include <sys/sendfile.h>
 
+#include "posix/calls_io.h"
 #include "posix/runtime.h"
 #include "rmsg/socket.h"
 
@@ -19,6 +21,7 @@ inline void count_in(Runtime* rt, int fd, ssize_t r, int flags = 0) {
   touch(*rt, o);
   if (r > 0 && (flags & MSG_PEEK) == 0) {
     o->bytes_in.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
+    moved_bytes(o);
   }
 }
 
@@ -27,7 +30,10 @@ inline void count_out(Runtime* rt, int fd, ssize_t r) {
   SocketObject* o = rt->table.object(fd);
   if (o == nullptr) return;
   touch(*rt, o);
-  if (r > 0) o->bytes_out.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
+  if (r > 0) {
+    o->bytes_out.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
+    moved_bytes(o);
+  }
 }
 
 }  // namespace
@@ -108,8 +114,22 @@ ssize_t rmsg_sendmsg(int fd, const msghdr* msg, int flags) {
 ssize_t rmsg_sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   Runtime* rt = runtime();
   ssize_t r = g_real.sendfile(out_fd, in_fd, offset, count);
+  count_in(rt, in_fd, r);  // a socket as in_fd (out_fd a pipe): the kernel splices
   count_out(rt, out_fd, r);
   return r;
 }
 
 }  // extern "C"
+
+namespace rmsg::posix {
+
+ssize_t splice_counted(int in_fd, loff_t* in_off, int out_fd, loff_t* out_off, size_t len,
+                       unsigned flags) {
+  Runtime* rt = runtime();
+  ssize_t r = g_real.splice(in_fd, in_off, out_fd, out_off, len, flags);
+  count_in(rt, in_fd, r);
+  count_out(rt, out_fd, r);
+  return r;
+}
+
+}  // namespace rmsg::posix

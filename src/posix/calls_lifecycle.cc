@@ -70,20 +70,23 @@ int rmsg_listen(int fd, int backlog) {
 int rmsg_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
   Runtime* rt = runtime();
   SocketObject* listener = own_object(rt, fd);
-  if (listener == nullptr || (addr != nullptr && len == nullptr)) {
-    return g_real.accept4(fd, addr, len, flags);
-  }
-  // The peer is read from the kernel's answer: in the caller's buffer when it gave one (so
-  // EFAULT and truncation stay the kernel's), else in the shim's own.
+  if (listener == nullptr) return g_real.accept4(fd, addr, len, flags);
+  // The shim reads none of the caller's memory (bad pointers are the kernel's EFAULT, and
+  // truncation its own): without a buffer of the caller's the kernel writes the peer into
+  // the shim's; with one, the shim asks the kernel again.
   sockaddr_in6 own{};
   socklen_t own_len = sizeof own;
-  sockaddr* where = addr != nullptr ? addr : reinterpret_cast<sockaddr*>(&own);
-  socklen_t* where_len = addr != nullptr ? len : &own_len;
-  socklen_t room = *where_len;
-  int c = g_real.accept4(fd, where, where_len, flags);
+  int c = addr == nullptr ? g_real.accept4(fd, reinterpret_cast<sockaddr*>(&own), &own_len, flags)
+                          : g_real.accept4(fd, addr, len, flags);
   if (c < 0) return c;
   if (SocketObject* o = adopt(*rt, c, SocketState::connected)) {
-    remember_peer(*o, where, *where_len < room ? *where_len : room);
+    int saved = errno;
+    if (addr != nullptr) {
+      own_len = sizeof own;
+      if (g_real.getpeername(c, reinterpret_cast<sockaddr*>(&own), &own_len) != 0) own_len = 0;
+    }
+    errno = saved;
+    remember_peer(*o, reinterpret_cast<sockaddr*>(&own), own_len);
   }
   return c;
 }
@@ -95,14 +98,18 @@ int rmsg_accept(int fd, sockaddr* addr, socklen_t* len) {
 int rmsg_connect(int fd, const sockaddr* addr, socklen_t len) {
   Runtime* rt = runtime();
   SocketObject* o = own_object(rt, fd);
-  if (o != nullptr) remember_peer(*o, addr, len);
   int rc = g_real.connect(fd, addr, len);
   if (o == nullptr) return rc;
   int saved = errno;
+  // The peer is copied only once the kernel has read the address (a bad pointer stays
+  // the kernel's EFAULT).
   if (rc == 0) {
+    remember_peer(*o, addr, len);
     o->state.store(SocketState::connected, std::memory_order_release);
   } else if (errno == EINPROGRESS || errno == EINTR || errno == EALREADY) {
-    // Completes in the kernel; readiness (POLLOUT, SO_ERROR) is the kernel's.
+    // Completes in the kernel; readiness (POLLOUT, SO_ERROR) is the kernel's. Whether it
+    // did is settled when bytes move or at the last close (settle_connect).
+    remember_peer(*o, addr, len);
     o->state.store(SocketState::connecting, std::memory_order_release);
   }
   errno = saved;

@@ -13,7 +13,7 @@ using namespace rmsg::posix;
 namespace {
 
 int new_epoll(Runtime* rt, int epfd) {
-  if (epfd < 0 || rt == nullptr || foreign_process(*rt)) return epfd;
+  if (epfd < 0 || rt == nullptr || foreign_process(*rt) || !start_tracking(*rt)) return epfd;
   drop(*rt, epfd);  // a stale entry for a number closed behind the shim's back
   rt->table.mark_epoll(epfd, rt->next_epoll_id.fetch_add(1, std::memory_order_relaxed));
   return epfd;

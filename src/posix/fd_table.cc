@@ -1,7 +1,10 @@
 #include "posix/fd_table.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace rmsg::posix {
 namespace {
@@ -22,7 +25,24 @@ void clear_registrations(FdSlot& s) {
 
 }  // namespace
 
-bool FdTable::init() {
+bool FdTable::ensure() {
+  int m = mapping_.load(std::memory_order_acquire);
+  if (__builtin_expect(m == 2, 1)) return true;
+  if (m == 0 && mapping_.compare_exchange_strong(m, 1, std::memory_order_acq_rel)) {
+    mapping_thread_.store(syscall(SYS_gettid), std::memory_order_release);
+    bool ok = map();
+    mapping_.store(ok ? 2 : 3, std::memory_order_release);
+    return ok;
+  }
+  long self = syscall(SYS_gettid);
+  while ((m = mapping_.load(std::memory_order_acquire)) == 1) {
+    if (mapping_thread_.load(std::memory_order_acquire) == self) return false;
+    sched_yield();
+  }
+  return m == 2;
+}
+
+bool FdTable::map() {
   rlimit lim{};
   rlim_t n = kMaxTableSize;
   if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_max != RLIM_INFINITY) n = lim.rlim_max;
@@ -35,12 +55,12 @@ bool FdTable::init() {
   if (slots == nullptr || objects == nullptr) return false;
   slots_ = slots;
   objects_ = objects;
-  size_ = static_cast<int>(n);
+  size_.store(static_cast<int>(n), std::memory_order_release);
   return true;
 }
 
 SocketObject* FdTable::allocate(SocketState state, int pid) {
-  const auto n = static_cast<std::uint32_t>(size_);
+  const auto n = static_cast<std::uint32_t>(size());
   std::uint32_t start = next_hint_.load(std::memory_order_relaxed);
   for (std::uint32_t k = 0; k < n; ++k) {
     std::uint32_t i = (start + k) % n;
@@ -63,11 +83,26 @@ SocketObject* FdTable::allocate(SocketState state, int pid) {
   return nullptr;
 }
 
+void FdTable::forget_epoll_number(FdSlot& s) {
+  std::uint32_t id = s.epoll_id.exchange(0, std::memory_order_acq_rel);
+  if (id == 0) return;
+  int top = max_fd_seen();
+  for (int fd = 0; fd <= top; ++fd) {  // another number of the same set keeps it alive
+    if (slots_[fd].epoll_id.load(std::memory_order_acquire) == id) return;
+  }
+  for (int fd = 0; fd <= top; ++fd) {
+    for (auto& r : slots_[fd].registrations) {
+      std::uint32_t expected = id;
+      r.epoll_id.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+    }
+  }
+}
+
 SocketObject* FdTable::attach(int fd, SocketObject* o) {
   FdSlot* s = slot(fd);
   if (s == nullptr) return nullptr;
   clear_registrations(*s);
-  s->epoll_id.store(0, std::memory_order_release);
+  forget_epoll_number(*s);
   s->flags.store(0, std::memory_order_release);
   if (o != nullptr) saw(fd);
   std::uint32_t before =
@@ -79,7 +114,7 @@ SocketObject* FdTable::detach(int fd) {
   FdSlot* s = slot(fd);
   if (s == nullptr) return nullptr;
   clear_registrations(*s);
-  s->epoll_id.store(0, std::memory_order_release);
+  forget_epoll_number(*s);
   std::uint32_t before = s->object.exchange(0, std::memory_order_acq_rel);
   return before == 0 ? nullptr : &objects_[before - 1];
 }
@@ -96,6 +131,7 @@ void FdTable::mark_epoll(int fd, std::uint32_t id) {
   FdSlot* s = slot(fd);
   if (s == nullptr) return;
   clear_registrations(*s);
+  forget_epoll_number(*s);
   s->flags.store(0, std::memory_order_release);
   s->epoll_id.store(id, std::memory_order_release);
   saw(fd);

@@ -2,7 +2,10 @@
 // refers to, whether it is an epoll instance, whether the shim owns it privately, and which
 // epoll sets watch it. A preallocated array indexed by the number (sized from
 // RLIMIT_NOFILE's hard limit, capped), read and written with atomics only: no locks, no
-// allocation after start-up. Descriptors above the table's size pass through untracked.
+// allocation once mapped. It is mapped at the first call that enters something (a TCP
+// socket, an epoll set, the stats file), not at start-up: a program that never makes one
+// (most of what a shell runs) pays nothing for it. Until then, and for descriptors above
+// its size, every number passes through untracked.
 //
 // Why track epoll registrations (docs/socket-shim.md, "Descriptor identity"): epoll keys
 // an entry by (open file, number). A later RDMA upgrade replaces the file behind a number
@@ -40,15 +43,17 @@ inline constexpr std::uint32_t kFdRegistrationsLost = 2;  // more sets than slot
 
 class FdTable {
  public:
-  // Maps the arrays (mmap, never freed). False when the mapping fails: the shim then
-  // passes everything through.
-  bool init();
-  int size() const { return size_; }
+  // Maps the arrays once (mmap, never freed); true when they are there. False when the
+  // mapping failed (everything then passes through untracked) or, while another thread
+  // maps them, on the mapping thread itself (a signal handler): that call goes untracked.
+  // Other threads wait the two mmap()s out.
+  bool ensure();
+  int size() const { return size_.load(std::memory_order_acquire); }
 
-  FdSlot* slot(int fd) const { return fd >= 0 && fd < size_ ? &slots_[fd] : nullptr; }
+  FdSlot* slot(int fd) const { return fd >= 0 && fd < size() ? &slots_[fd] : nullptr; }
   // The managed socket behind fd, or null. Inline: every data call asks.
   SocketObject* object(int fd) const {
-    if (static_cast<unsigned>(fd) >= static_cast<unsigned>(size_)) return nullptr;
+    if (static_cast<unsigned>(fd) >= static_cast<unsigned>(size())) return nullptr;
     std::uint32_t i = slots_[fd].object.load(std::memory_order_acquire);
     return i == 0 ? nullptr : &objects_[i - 1];
   }
@@ -81,9 +86,16 @@ class FdTable {
   void mark_epoll(int fd, std::uint32_t id);
 
  private:
+  // The number no longer names its epoll set; when it was the set's last number in this
+  // process, the set is gone and every registration it held expires (frees its place).
+  void forget_epoll_number(FdSlot& s);
+  bool map();
+
   FdSlot* slots_ = nullptr;
   SocketObject* objects_ = nullptr;
-  int size_ = 0;
+  std::atomic<int> size_{0};     // published after the arrays: 0 until they are mapped
+  std::atomic<int> mapping_{0};  // 0 not yet, 1 mapping, 2 mapped, 3 failed
+  std::atomic<long> mapping_thread_{0};
   std::atomic<std::uint32_t> next_hint_{0};
   std::atomic<std::uint32_t> high_water_{0};
   std::atomic<int> max_fd_seen_{-1};

@@ -1,10 +1,9 @@
 // The C library's own socket and descriptor calls, found with dlsym(RTLD_NEXT) so that the
 // shim reaches them past its own interposed names (the preload library) or past nothing
-// (the C API linked into a program). Resolution is the first thing the shim does and uses
-// nothing but dlsym; what runs later during initialisation (and, for RDMA, libibverbs and
-// librdmacm opening files) may call back into the shim and finds these ready.
+// (the C API linked into a program), each at its first use.
 #pragma once
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -42,6 +41,7 @@ namespace rmsg::posix {
   X(sendto, ssize_t, (int, const void*, size_t, int, const sockaddr*, socklen_t))     \
   X(sendmsg, ssize_t, (int, const msghdr*, int))                                      \
   X(sendfile, ssize_t, (int, int, off_t*, size_t))                                    \
+  X(splice, ssize_t, (int, loff_t*, int, loff_t*, size_t, unsigned))                  \
   X(fcntl, int, (int, int, ...))                                                      \
   X(ioctl, int, (int, unsigned long, ...))                                            \
   X(getsockopt, int, (int, int, int, void*, socklen_t*))                              \
@@ -64,19 +64,17 @@ struct RealCalls {
 #undef RMSG_POSIX_REAL_MEMBER
 };
 
-// Filled once by resolve_real_calls(); read without a lock afterwards (the pointers never
-// change again). Before that, real() resolves them itself.
+// Each pointer starts at a stub that finds the C library's call (dlsym(RTLD_NEXT)) at its
+// first use, stores it here and makes the call: start-up resolves nothing, and a program
+// pays for the calls it makes. A call made while its thread is inside dlsym() gets the raw
+// system call of the same meaning (real.cc). The pointers change once each, to the same
+// value whichever thread gets there first; reading one is a plain load.
 extern RealCalls g_real;
-extern bool g_real_resolved;
 
-// Idempotent and safe to race: every thread that gets here stores the same pointers.
+// Resolves every call not resolved yet. The shim calls it when it starts tracking (its
+// table is mapped): from then on no call of the shim's runs dlsym(), which is not
+// async-signal-safe, so a signal handler may close a managed socket. Before that, a
+// pass-through call's first use (in a handler, say) does run it.
 void resolve_real_calls();
-
-inline const RealCalls& real() {
-  if (__builtin_expect(!__atomic_load_n(&g_real_resolved, __ATOMIC_ACQUIRE), 0)) {
-    resolve_real_calls();
-  }
-  return g_real;
-}
 
 }  // namespace rmsg::posix

@@ -10,11 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "posix/private_fd.h"
 #include "posix/stats.h"
 
 #ifdef RMSG_POSIX_START_HOOK
-// Only in tests/posix's librmsg-preload-start-hook.so: calls back into the shim from inside
-// phase two, as libibverbs and librdmacm will when the RDMA upgrade initialises them.
+// Only in tests/posix's librmsg-preload-start-hook.so: call back into the shim from inside
+// its start, before anything is resolved (a preloaded malloc would) and after the stats
+// file opened (as libibverbs and librdmacm will when the RDMA upgrade initialises them).
+extern "C" void rmsg_posix_phase_one_hook();
 extern "C" void rmsg_posix_start_hook();
 #endif
 
@@ -25,13 +28,31 @@ constinit std::atomic<bool> g_runtime_on{false};
 
 namespace {
 
-enum class Phase : int { not_started, starting, on, off };
+enum class Phase : std::uint64_t { not_started, starting, on, off };
 
-std::atomic<Phase> g_phase{Phase::not_started};
-std::atomic<long> g_starting_thread{0};
+// The phase and, while starting, the starting thread's id, in one word: from the moment
+// the phase says "starting" the starter is known, so a signal handler that runs on it
+// right then is recognised and passes through.
+std::atomic<std::uint64_t> g_start{0};
+
+constexpr std::uint64_t word(Phase p, long tid) {
+  return (static_cast<std::uint64_t>(tid) << 2) | static_cast<std::uint64_t>(p);
+}
+constexpr Phase phase_of(std::uint64_t w) {
+  return static_cast<Phase>(w & 3);
+}
+constexpr long thread_of(std::uint64_t w) {
+  return static_cast<long>(w >> 2);
+}
 
 long current_thread() {
   return syscall(SYS_gettid);
+}
+
+// False when the thread that is starting the shim is not in this process: a fork() child
+// of a process whose start was under way on another thread (it will never finish here).
+bool starter_alive(long tid) {
+  return syscall(SYS_tgkill, syscall(SYS_getpid), tid, 0) == 0 || errno != ESRCH;
 }
 
 void after_fork_in_parent() {
@@ -44,7 +65,9 @@ void after_fork_in_child() {
 }
 
 void report_at_exit() {
-  if (g_phase.load(std::memory_order_acquire) == Phase::on) report_open_connections(g_runtime);
+  if (phase_of(g_start.load(std::memory_order_acquire)) == Phase::on) {
+    report_open_connections(g_runtime);
+  }
 }
 
 bool shim_switched_off() {
@@ -52,56 +75,81 @@ bool shim_switched_off() {
   return v != nullptr && (std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
 }
 
-void open_stats_file(Runtime& rt) {
-  const char* path = std::getenv("RMSG_STATS");
-  if (path == nullptr || *path == '\0') return;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  rt.stats_fd.store(fd, std::memory_order_release);
-  mark_private(rt, fd);
-}
-
 Phase start() {
-  resolve_real_calls();  // phase one: nothing else before it
+#ifdef RMSG_POSIX_START_HOOK
+  rmsg_posix_phase_one_hook();
+#endif
   if (shim_switched_off()) return Phase::off;
   Runtime& rt = g_runtime;
-  if (!rt.table.init()) return Phase::off;
   rt.pid.store(static_cast<int>(syscall(SYS_getpid)), std::memory_order_relaxed);
   open_stats_file(rt);
 #ifdef RMSG_POSIX_START_HOOK
   rmsg_posix_start_hook();
 #endif
+  return Phase::on;
+}
+
+// Runs start() on this thread, which holds the "starting" word `held`.
+Runtime* run_start(std::uint64_t held) {
+  Phase result = start();
+  g_start.compare_exchange_strong(held, word(result, 0), std::memory_order_acq_rel);
+  if (result != Phase::on) return nullptr;
+  g_runtime_on.store(true, std::memory_order_release);
+  // Registered once the start is over and every waiting thread released: both take C
+  // library locks that a thread inside fork() (running other handlers that call into the
+  // shim) may hold. A fork() in between makes a child the shim treats as a vfork child.
   pthread_atfork(nullptr, after_fork_in_parent, after_fork_in_child);
   std::atexit(report_at_exit);
-  return Phase::on;
+  return &g_runtime;
 }
 
 }  // namespace
 
 Runtime* start_or_wait() {
-  Phase p = g_phase.load(std::memory_order_acquire);
-  if (p == Phase::on) return &g_runtime;
-  if (p == Phase::off) return nullptr;
-  Phase expected = Phase::not_started;
-  if (g_phase.compare_exchange_strong(expected, Phase::starting, std::memory_order_acq_rel)) {
-    g_starting_thread.store(current_thread(), std::memory_order_release);
-    Phase result = start();
-    g_phase.store(result, std::memory_order_release);
-    if (result == Phase::on) g_runtime_on.store(true, std::memory_order_release);
-    return result == Phase::on ? &g_runtime : nullptr;
+  std::uint64_t w = g_start.load(std::memory_order_acquire);
+  if (phase_of(w) == Phase::on) return &g_runtime;
+  if (phase_of(w) == Phase::off) return nullptr;
+  int saved = errno;  // the program's call must not see the start's errno
+  long self = current_thread();
+  Runtime* rt = nullptr;
+  for (;;) {
+    if (phase_of(w) == Phase::not_started ||
+        (phase_of(w) == Phase::starting && thread_of(w) != self && !starter_alive(thread_of(w)))) {
+      // Not started, or started by a thread this process (a fork child) does not have.
+      std::uint64_t mine = word(Phase::starting, self);
+      if (g_start.compare_exchange_strong(w, mine, std::memory_order_acq_rel)) {
+        rt = run_start(mine);
+        break;
+      }
+      continue;
+    }
+    if (phase_of(w) != Phase::starting) {
+      rt = phase_of(w) == Phase::on ? &g_runtime : nullptr;
+      break;
+    }
+    // From inside start() on this thread (a library the shim initialises, a signal
+    // handler): pass through. Elsewhere: wait for the end.
+    if (thread_of(w) == self) break;
+    sched_yield();
+    w = g_start.load(std::memory_order_acquire);
   }
-  // Starting: from inside start() on this thread, pass through; elsewhere wait for it.
-  if (g_starting_thread.load(std::memory_order_acquire) == current_thread()) return nullptr;
-  while ((p = g_phase.load(std::memory_order_acquire)) == Phase::starting) sched_yield();
-  return p == Phase::on ? &g_runtime : nullptr;
+  errno = saved;
+  return rt;
 }
 
 bool foreign_process(const Runtime& rt) {
   return static_cast<int>(syscall(SYS_getpid)) != rt.pid.load(std::memory_order_relaxed);
 }
 
+bool start_tracking(Runtime& rt) {
+  static std::atomic<bool> resolved{false};
+  if (!rt.table.ensure()) return false;
+  if (!resolved.load(std::memory_order_acquire) && !resolved.exchange(true)) resolve_real_calls();
+  return true;
+}
+
 SocketObject* adopt(Runtime& rt, int fd, SocketState state) {
-  if (rt.table.slot(fd) == nullptr) return nullptr;
+  if (!start_tracking(rt) || rt.table.slot(fd) == nullptr) return nullptr;
   SocketObject* o = rt.table.allocate(state, rt.pid.load(std::memory_order_relaxed));
   if (o == nullptr) return nullptr;
   o->io_fork_epoch.store(rt.fork_epoch.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -117,33 +165,21 @@ void release_object(Runtime& rt, SocketObject* o) {
   FdTable::free_object(o);
 }
 
+void settle_connect(Runtime& rt, int fd) {
+  SocketObject* o = rt.table.object(fd);
+  if (o == nullptr || o->state.load(std::memory_order_acquire) != SocketState::connecting) return;
+  sockaddr_in6 peer{};
+  socklen_t len = sizeof peer;
+  int saved = errno;
+  bool connected = g_real.getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0;
+  errno = saved;
+  SocketState expected = SocketState::connecting;
+  o->state.compare_exchange_strong(
+      expected, connected ? SocketState::connected : SocketState::fresh, std::memory_order_acq_rel);
+}
+
 void drop(Runtime& rt, int fd) {
   if (SocketObject* o = rt.table.detach(fd)) release_object(rt, o);
-}
-
-bool is_private(const Runtime& rt, int fd) {
-  const FdSlot* s = rt.table.slot(fd);
-  return s != nullptr && (s->flags.load(std::memory_order_acquire) & kFdPrivate) != 0;
-}
-
-void mark_private(Runtime& rt, int fd) {
-  if (FdSlot* s = rt.table.slot(fd)) {
-    s->flags.fetch_or(kFdPrivate, std::memory_order_acq_rel);
-    rt.table.saw(fd);
-  }
-}
-
-bool vacate_private(Runtime& rt, int fd) {
-  if (!is_private(rt, fd)) return true;
-  int moved = g_real.fcntl(fd, F_DUPFD_CLOEXEC, fd + 1);
-  if (moved < 0) return false;
-  // The new number takes over first; only then does the old one close and turn public.
-  mark_private(rt, moved);
-  int expected = fd;
-  rt.stats_fd.compare_exchange_strong(expected, moved, std::memory_order_acq_rel);
-  g_real.close(fd);
-  rt.table.slot(fd)->flags.fetch_and(~kFdPrivate, std::memory_order_acq_rel);
-  return true;
 }
 
 }  // namespace rmsg::posix

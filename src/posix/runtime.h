@@ -1,8 +1,11 @@
-// The shim's process-wide state and its start-up. Start-up has two phases so that it
-// survives re-entry: first the C library's calls are resolved (real.h), then the rest
-// (environment, descriptor table, stats file, fork handlers) is set up. A call that arrives
-// from inside the second phase on the initialising thread (a library the shim initialises
-// opening files) passes straight through; a call from another thread waits for the end.
+// The shim's process-wide state and its start-up. The start reads the environment and,
+// with RMSG_STATS, opens the stats file; the C library's calls resolve at their first use
+// (real.h), and the table is mapped at the first call that enters something
+// (start_tracking); the fork and exit handlers are registered once the start is over. A
+// call that arrives from inside the start on the initialising thread (a library the shim
+// initialises opening files, a signal handler) passes straight through; a call from
+// another thread waits for the end; in a fork() child of a process whose start was under
+// way on another thread, the child's first call starts afresh.
 #pragma once
 
 #include <atomic>
@@ -22,8 +25,12 @@ struct Runtime {
   // How many times this process has forked (each copy counts on from the fork).
   std::atomic<std::uint32_t> fork_epoch{1};
   std::atomic<std::uint32_t> next_epoll_id{1};
-  // RMSG_STATS's file, a private descriptor; -1 when unset. Atomic: dup2() onto it moves it.
+  // RMSG_STATS's file, the shim's own descriptor (private_fd.h); -1 when unset or given
+  // up. Atomic: a program's close() or dup2() onto it moves it. Its identity, written
+  // before stats_fd is published, tells the file from whatever else may take the number.
   std::atomic<int> stats_fd{-1};
+  std::uint64_t stats_dev = 0;
+  std::uint64_t stats_ino = 0;
 };
 
 extern Runtime g_runtime;
@@ -43,6 +50,10 @@ inline Runtime* runtime() {
 // table. Costs one getpid() system call: only descriptor-lifecycle calls use it.
 bool foreign_process(const Runtime& rt);
 
+// Maps the table and resolves every C library call, once (the first call that enters
+// something: a TCP socket, an epoll set, the stats file); true when the table is there.
+bool start_tracking(Runtime& rt);
+
 // A new managed socket at fd (which must not be managed yet: a stale entry is dropped).
 // Returns it, or null when the table is full (fd then stays unmanaged).
 SocketObject* adopt(Runtime& rt, int fd, SocketState state);
@@ -52,8 +63,20 @@ SocketObject* adopt(Runtime& rt, int fd, SocketState state);
 void drop(Runtime& rt, int fd);
 void release_object(Runtime& rt, SocketObject* o);
 
+// Before the last look at a socket whose non-blocking connect() was still pending: was it
+// ever connected? (A refused one writes no stats line, like a refused blocking connect.)
+// One getpeername(), only for such sockets; errno untouched. Async-signal-safe.
+void settle_connect(Runtime& rt, int fd);
+
 // Counts I/O on o in this process; a child's first I/O on an inherited connection takes
-// the ownership (and starts its counts) over for the child's copy.
+// the ownership (and starts its counts) over for the child's copy. Bytes moved prove a
+// pending connect completed.
+inline void moved_bytes(SocketObject* o) {
+  if (__builtin_expect(o->state.load(std::memory_order_relaxed) == SocketState::connecting, 0)) {
+    SocketState expected = SocketState::connecting;
+    o->state.compare_exchange_strong(expected, SocketState::connected, std::memory_order_acq_rel);
+  }
+}
 inline void touch(Runtime& rt, SocketObject* o) {
   int pid = rt.pid.load(std::memory_order_relaxed);
   if (__builtin_expect(o->owner_pid.load(std::memory_order_relaxed) != pid, 0)) {
@@ -66,13 +89,5 @@ inline void touch(Runtime& rt, SocketObject* o) {
     o->io_fork_epoch.store(epoch, std::memory_order_relaxed);
   }
 }
-
-// The private-descriptor registry: descriptors the shim keeps for itself, which
-// close_range()/closefrom() skip and close()/dup2() onto never destroy.
-bool is_private(const Runtime& rt, int fd);
-void mark_private(Runtime& rt, int fd);
-// When fd is private, moves the shim's descriptor to another number so that the program
-// may take fd (dup2/dup3 onto it). True when fd is free for the program afterwards.
-bool vacate_private(Runtime& rt, int fd);
 
 }  // namespace rmsg::posix

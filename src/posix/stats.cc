@@ -2,9 +2,15 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "posix/private_fd.h"
 
 namespace rmsg::posix {
 namespace {
@@ -107,6 +113,24 @@ const char* fallback_text(Fallback f) {
 // The owner reports; at close, not when it forked since it last touched the connection:
 // it handed the connection to the child (an accept-then-fork server), which reports it
 // once it uses it. At exit a connection still held is reported whatever forked.
+// One write() of the line with SIGPIPE blocked: a pipe or FIFO whose reader left answers
+// EPIPE, and the SIGPIPE the write raised is taken back unless one was already pending.
+// Only system calls (async-signal-safe).
+void write_quietly(int fd, const char* buf, std::size_t n) {
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  if (pthread_sigmask(SIG_BLOCK, &pipe_only, &old) != 0) return;
+  bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  ssize_t w = g_real.write(fd, buf, n);
+  if (w < 0 && errno == EPIPE && !was_pending) {
+    timespec now{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 bool reportable(const Runtime& rt, const SocketObject& o, bool at_exit) {
   SocketState s = o.state.load(std::memory_order_acquire);
   if (s != SocketState::connected && s != SocketState::connecting) return false;
@@ -131,9 +155,16 @@ void write_line(Runtime& rt, const SocketObject& o) {
   line.add("}\n");
   if (line.n == sizeof line.buf) line.buf[line.n - 1] = '\n';
   int saved = errno;  // close() and exit must not see the report's errno
-  [[maybe_unused]] ssize_t w =
-      g_real.write(rt.stats_fd.load(std::memory_order_acquire), line.buf, line.n);
+  int fd = checked_stats_fd(rt);
+  if (fd >= 0) write_quietly(fd, line.buf, line.n);
   errno = saved;
+}
+
+// This process is the one the table belongs to. A _Fork() or raw fork child (no fork
+// handlers ran, so the shim's pid is the parent's) and a vfork child that calls exit()
+// report nothing: its lines would carry the parent's pid and connections.
+bool owner_process(const Runtime& rt) {
+  return static_cast<int>(syscall(SYS_getpid)) == rt.pid.load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -148,11 +179,14 @@ std::size_t format_peer(const sockaddr_in6& peer, char* out, std::size_t cap) {
 
 void report_closed(Runtime& rt, const SocketObject& o) {
   if (rt.stats_fd.load(std::memory_order_acquire) < 0 || !reportable(rt, o, false)) return;
+  if (!owner_process(rt)) return;
   write_line(rt, o);
 }
 
 void report_open_connections(Runtime& rt) {
-  if (rt.stats_fd.load(std::memory_order_acquire) < 0) return;
+  if (rt.stats_fd.load(std::memory_order_acquire) < 0 || !owner_process(rt)) return;
+  int top = rt.table.max_fd_seen();
+  for (int fd = 0; fd <= top; ++fd) settle_connect(rt, fd);
   std::uint32_t n = rt.table.objects_high_water();
   for (std::uint32_t i = 0; i < n; ++i) {
     const SocketObject& o = *rt.table.object_at(i);

@@ -192,6 +192,29 @@ TEST(PosixApi, MoreSetsThanSlotsMarkTheRegistrationsIncomplete) {
   EXPECT_EQ(rmsg_close(p.b), 0);
 }
 
+// A set closed without EPOLL_CTL_DEL takes its registrations with it: the places they
+// held are free for the next sets (an upgrade would refuse a number marked incomplete).
+TEST(PosixApi, ClosedSetsRegistrationsExpire) {
+  using rmsg::posix::seams::Registration;
+  using rmsg::posix::seams::registrations;
+  Pair p = connected_pair();
+  epoll_event e{};
+  e.events = EPOLLIN;
+  for (int round = 0; round < 3; ++round) {
+    int ep = rmsg_epoll_create1(0);
+    int kept = rmsg_dup(ep);  // the set lives on under its other number
+    ASSERT_EQ(rmsg_epoll_ctl(ep, EPOLL_CTL_ADD, p.b, &e), 0);
+    EXPECT_EQ(rmsg_close(ep), 0);
+    Registration r[4];
+    ASSERT_EQ(registrations(p.b, r, 4), 1) << "round " << round;
+    EXPECT_EQ(r[0].epoll_fd, kept);
+    EXPECT_EQ(rmsg_close(kept), 0);
+    EXPECT_EQ(registrations(p.b, r, 4), 0);
+  }
+  EXPECT_EQ(rmsg_close(p.a), 0);
+  EXPECT_EQ(rmsg_close(p.b), 0);
+}
+
 std::string peer_of(const char* text, std::uint16_t port) {
   sockaddr_in6 a{};
   if (inet_pton(AF_INET6, text, &a.sin6_addr) == 1) {

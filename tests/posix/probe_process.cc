@@ -246,53 +246,6 @@ void signal_longjmp() {
 }  // namespace probe
 
 namespace probe {
-namespace {
-
-// The descriptor this process holds on RMSG_STATS's file (the shim's own), or -1.
-int find_stats_descriptor() {
-  const char* path = std::getenv("RMSG_STATS");
-  if (path == nullptr) return -1;
-  char want[4096];
-  if (realpath(path, want) == nullptr) return -1;
-  for (int fd = 3; fd < 1024; ++fd) {
-    char link[64], target[4096];
-    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, target, sizeof target - 1);
-    if (n <= 0) continue;
-    target[n] = '\0';
-    if (std::strcmp(target, want) == 0) return fd;
-  }
-  return -1;
-}
-
-}  // namespace
-
-void stats_descriptor_guarded() {
-  // Under the shim: close() of its descriptor is EBADF and leaves it open; dup2() onto
-  // its number gives the program the number and moves the shim's elsewhere. The lines
-  // written afterwards prove the file stayed the shim's.
-  int s = find_stats_descriptor();
-  Pair p = pair();
-  if (s >= 0) {
-    PROBE_CHECK(close(s) == -1 && errno == EBADF);
-    PROBE_CHECK(dup2(p.a, s) == s);
-    PROBE_CHECK(write(s, "abc", 3) == 3);  // the program's now: p's connection
-    PROBE_CHECK(close(s) == 0);
-  } else {
-    PROBE_CHECK(write(p.a, "abc", 3) == 3);
-  }
-  char buf[4];
-  read_exactly(p.b, buf, 3);
-  close(p.a);
-  close(p.b);
-  expect_line(getpid(), 0, 3);
-  expect_line(getpid(), 3, 0);
-  expect_count(2);
-}
-
-}  // namespace probe
-
-namespace probe {
 
 void exit_with_open() {
   // Connections still open at exit are reported by the process that owns them; a fork

@@ -10,6 +10,7 @@
 
 #include <cstdarg>
 
+#include "posix/calls_io.h"
 #include "posix/runtime.h"
 #include "rmsg/socket.h"
 
@@ -49,6 +50,7 @@ RMSG_INTERPOSE(ssize_t, shim_sendto, "sendto",
 RMSG_INTERPOSE(ssize_t, shim_sendmsg, "sendmsg", (int, const msghdr*, int));
 RMSG_INTERPOSE(ssize_t, shim_sendfile, "sendfile", (int, int, off_t*, size_t));
 RMSG_INTERPOSE(ssize_t, shim_sendfile64, "sendfile64", (int, int, off64_t*, size_t));
+RMSG_INTERPOSE(ssize_t, shim_splice, "splice", (int, loff_t*, int, loff_t*, size_t, unsigned));
 RMSG_INTERPOSE(int, shim_fcntl, "fcntl", (int, int, ...));
 RMSG_INTERPOSE(int, shim_fcntl64, "fcntl64", (int, int, ...));
 RMSG_INTERPOSE(int, shim_ioctl, "ioctl", (int, unsigned long, ...));
@@ -166,6 +168,9 @@ ssize_t shim_sendfile(int out, int in, off_t* off, size_t n) {
 ssize_t shim_sendfile64(int out, int in, off64_t* off, size_t n) {
   static_assert(sizeof(off64_t) == sizeof(off_t), "a 64-bit off_t ABI");
   return rmsg_sendfile(out, in, reinterpret_cast<off_t*>(off), n);
+}
+ssize_t shim_splice(int in, loff_t* in_off, int out, loff_t* out_off, size_t n, unsigned f) {
+  return rmsg::posix::splice_counted(in, in_off, out, out_off, n, f);
 }
 
 int shim_fcntl(int fd, int cmd, ...) {
