@@ -47,7 +47,8 @@ struct RdmaOptions {
   std::uint32_t recv_block_size = 64 * 1024;
   std::uint32_t recv_block_count = 8;
   // Inline data requested at QP creation; the device may grant less (rxe: 512 at most),
-  // which is probed downwards. Messages up to the granted size are sent inline.
+  // which is probed downwards. Messages up to the granted size, and no longer than the
+  // peer's receive block, are sent inline.
   std::uint32_t inline_size = 256;
 
   // Transport retry parameters of the QP (RC): retransmissions before a send fails, RNR
