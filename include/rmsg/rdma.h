@@ -70,7 +70,7 @@ struct RdmaOptions {
   // default geometry) for up to connect_timeout, for an unauthenticated peer; a request
   // beyond is rejected (reason `resources`, the peer sees Errc::resource_exhausted)
   // before anything is built or taken from a pool. 0: no bound.
-  std::uint32_t max_inbound_handshakes = 16;
+  std::uint32_t max_inbound_handshakes = 32;
 
   // Liveness (docs/protocol.md, Keepalive). A stream that has posted no message for
   // keepalive_interval sends a KEEPALIVE (or, stalled on credits, a zero-length RDMA WRITE
