@@ -145,7 +145,8 @@ struct MessengerOptions {
   std::size_t session_max_bytes = std::size_t{64} << 20;
   std::size_t total_max_messages = 65536;
   std::size_t total_max_bytes = std::size_t{256} << 20;
-  // Written on a connection and not yet acknowledged: the rest waits.
+  // Written on a connection and not yet acknowledged: the rest waits. window_messages is
+  // at most 65536 (what a receiver delivers ahead of its next in-order message).
   std::size_t window_messages = 1024;
   std::size_t window_bytes = std::size_t{16} << 20;
   // A standalone ack after this many messages delivered, or this long after the first of

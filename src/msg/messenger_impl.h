@@ -355,6 +355,11 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // Set by the front: asks every other shard to sweep_writable() on its loop (the total
   // budget is shared, so an ack here may end an episode there).
   std::function<void()> on_total_room_;
+  // Set by the front over several loops: whether a peer's session belongs on this shard.
+  // An accepted connection whose hello names another shard's peer (an RDMA connect sent
+  // without the affinity that routes it) is refused: its session would split from the
+  // owner's (counted msg.accepts.wrong_loop).
+  std::function<bool(NodeId)> owns_;
   // Peers of this shard in a refusal episode that have no session (refused_elsewhere):
   // one entry per episode, so at most one per peer.
   std::vector<NodeId> refused_without_session_;

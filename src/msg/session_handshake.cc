@@ -151,6 +151,11 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
       h.client_cookie == 0 || (c.peer != 0 && c.peer != h.node)) {
     return fail(id, make_error_code(MessengerErrc::bad_payload));
   }
+  if (owns_ && !owns_(h.node)) {
+    counters_.counter("msg.accepts.wrong_loop").add_owned();
+    drop(id, true);
+    return;
+  }
   c.peer = h.node;
   Session* s = find_session(h.node);
   msg::SessionView v;
