@@ -345,6 +345,34 @@ TEST(MessengerThreads, TheRouterClosesWhatIsNoHello) {
   ::close(silent);
 }
 
+// A routed socket whose peer sent part of a banner and hung up (FIN) can never complete:
+// it is closed at once, for a few loop callbacks (a peek of a socket at end of stream
+// finds it readable for ever, so waiting for the rest would spin loop 0 until the
+// handshake timeout).
+TEST(MessengerThreads, TheRouterClosesAPartialBannerThatHungUpAtOnce) {
+  auto loops = LoopThreads::create(2).value();  // driven by this thread: never started
+  MessengerOptions o = opts(1);
+  o.handshake_timeout = 30s;
+  auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
+  const auto addr =
+      m->listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1")).value();
+  EventLoop& l0 = loops->loop(0);
+  auto value = [&](const char* name) { return m->counters(0).value(name); };
+  const int fd = raw_connect(addr);
+  ASSERT_GE(fd, 0);
+  const std::string part = "rmsg-msg\x01";  // the magic and one byte more, then FIN
+  ASSERT_EQ(::send(fd, part.data(), part.size(), MSG_NOSIGNAL), static_cast<ssize_t>(part.size()));
+  ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+  const auto t0 = l0.now();
+  const std::uint64_t before = l0.counters().value("loop.callbacks");
+  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.closed") == 1; }, 2s));
+  EXPECT_LE(l0.counters().value("loop.callbacks") - before, 3u);
+  EXPECT_LT(l0.now() - t0, o.handshake_timeout);
+  char b = 0;
+  EXPECT_LE(::recv(fd, &b, 1, 0), 0);  // closed (reset: its bytes were never read)
+  ::close(fd);
+}
+
 // A flood of silent connections holds at most max_accepts_waiting sockets: each one more
 // closes the one that has waited longest.
 TEST(MessengerThreads, TheRouterBoundsTheSocketsWaitingForAHello) {
