@@ -108,6 +108,12 @@ enum class MessengerErrc {
   shutdown = 12,          // this messenger shut down or mark_down() dropped the session
   idle_timeout = 13,      // nothing received for idle_timeout (a half-open connection)
   bad_fragment = 14,      // a malformed fragment sequence (docs/protocol.md, fragments)
+  // reset: the session had no connection for session_expiry, or it was the oldest such
+  // session when max_sessions was reached (the peer is taken to be gone for good; a peer
+  // that comes back later starts a new session)
+  session_expired = 15,
+  not_reading = 16,     // the peer does not read our answers (past write_buffer)
+  duplicate_node = 17,  // refused: the node id has a healthy session with another cookie
 };
 const std::error_category& messenger_category() noexcept;
 inline std::error_code make_error_code(MessengerErrc e) noexcept {

@@ -166,6 +166,11 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
          .client_cookie_retired = s->peer_cookie_retired(h.client_cookie)};
   }
   const msg::Decision d = msg::decide(v, h, options_.node_id);
+  // Answers other than accept count against the write buffer: a peer that asks again and
+  // again without reading them is not a connector (review #23).
+  if (d.kind != msg::Decision::Kind::accept && c.pending_bytes() >= options_.write_buffer) {
+    return fail(id, make_error_code(MessengerErrc::not_reading));
+  }
   RMSG_LOG(debug, "msg: node %llx: hello from %llx gs %llu cs %llu: %s",
            static_cast<unsigned long long>(options_.node_id),
            static_cast<unsigned long long>(h.node), static_cast<unsigned long long>(h.global_seq),
