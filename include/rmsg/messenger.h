@@ -173,6 +173,22 @@ struct MessengerOptions {
   Duration idle_timeout = std::chrono::seconds(10);
   // Our connect attempts in flight at once (connect + handshake); more wait their turn.
   std::size_t max_handshakes = 16;
+  // Sessions' lifetime (docs/messenger.md, Limits). A session without a connection for
+  // session_expiry (whether or not it is trying to connect) is reset with
+  // MessengerErrc::session_expired (SessionEvent::reset hands its messages back; RPC fails
+  // its calls with session_reset) and forgotten, its budget with it; a peer that comes back
+  // later starts a new session. Zero: never. At most max_sessions sessions exist at once
+  // (messenger-wide; 0: no bound): a hello that would make one more first evicts the
+  // session without a connection and without an address (add_peer) that lost its
+  // connection longest ago (reset as expired); with none such, the hello is refused (its
+  // connection closed, counted msg.sessions_refused). A send() to a new peer evicts
+  // likewise but is never refused for it.
+  Duration session_expiry = std::chrono::seconds(60);
+  std::size_t max_sessions = 16384;
+  // Accepted connections in their handshake (banner and hello not yet accepted) at once,
+  // per loop (0: no bound); one more closes the one waiting longest (counted
+  // msg.handshake.evicted), as the accept router does with max_accepts_waiting.
+  std::size_t max_inbound_handshakes = 256;
   // Over several loops: accepted TCP connections waiting for their hello on loop 0 (the
   // accept router, docs/messenger.md) at once; one more closes the one waiting longest
   // (counted as msg.route.evicted). Accepted connections in their handshake otherwise

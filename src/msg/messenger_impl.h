@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <new>
 #include <optional>
@@ -71,6 +72,11 @@ struct Session {
   // (msg::SessionView::client_cookie_retired). Kept across reset_session.
   std::array<Cookie, 4> retired_peer_cookies{};
   std::uint8_t retired_next = 0;
+  // Without a connection since `unconnected_since` (session_expiry.cc): its place in the
+  // shard's list of such sessions, oldest first.
+  bool unconnected = false;
+  Clock::time_point unconnected_since{};
+  std::list<NodeId>::iterator unconnected_pos{};
 
   void retire_peer_cookie(Cookie c) noexcept {
     retired_peer_cookies[retired_next] = c;
@@ -229,6 +235,17 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
             std::vector<std::uint16_t> unsent_services = {});
   Cookie new_cookie();
 
+  // session_expiry.cc: sessions' lifetime (session_expiry, max_sessions).
+  void note_unconnected(Session& s);  // s has no connection from now on
+  void note_connected(Session& s);    // s has one again
+  void expiry_due();
+  // Resets `s` as session_expired (SessionEvent::reset) and erases it.
+  void expire(Session& s);
+  // Erases `peer`'s session without an event (its connections dropped), and its budget.
+  void erase_session(NodeId peer);
+  // Below max_sessions, evicting the oldest evictable session if need be; false when full.
+  bool room_for_session();
+
   // session_handshake.cc: banner, hello, decision, welcome.
   void on_connected(ConnId id, Result<Stream> stream);
   void on_accepted(Stream stream, Transport transport = Transport::tcp);
@@ -358,6 +375,11 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // Peers of this shard in a refusal episode that have no session (refused_elsewhere):
   // one entry per episode, so at most one per peer.
   std::vector<NodeId> refused_without_session_;
+  // Sessions without a connection, oldest first (session_expiry.cc), and the timer that
+  // expires the first of them.
+  std::list<NodeId> unconnected_;
+  TimerId expiry_timer_ = 0;
+  bool quiet_room_ = false;  // resets in a batch: note_total_room() once, after them
 };
 
 }  // namespace rmsg

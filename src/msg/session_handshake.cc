@@ -178,6 +178,10 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   using K = msg::Decision::Kind;
   switch (d.kind) {
     case K::accept:
+      if (s == nullptr && !room_for_session()) {  // max_sessions, and none to evict
+        counters_.counter("msg.sessions_refused").add_owned();
+        return drop(id, false);
+      }
       accept_hello(c, s != nullptr ? *s : session_for(h.node), h, d);
       return;
     case K::reset: {
@@ -270,6 +274,7 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   if (s.outbound == c.id) s.outbound = 0;
   s.conn = c.id;
   s.state = Session::State::open;
+  note_connected(s);
   s.ever_open = true;
   s.backoff.reset();
   counters_.counter("msg.opened").add_owned();
