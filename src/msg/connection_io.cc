@@ -260,6 +260,7 @@ void Messenger::Impl::drop(ConnId id, bool graceful) {
   if (c->deadline != 0) loop_.cancel_timer(c->deadline);
   if (c->ack_timer != 0) loop_.cancel_timer(c->ack_timer);
   if (c->keepalive != 0) loop_.cancel_timer(c->keepalive);
+  probe_ended(*c);
   release_slot(*c);
   if (graceful) (void)c->stream.shutdown_write();
   c->stream.close();

@@ -147,6 +147,14 @@ struct Connection {
   bool pump_deferred = false;            // a pump() continuation is queued on the loop
   Transport transport = Transport::tcp;  // outbound: of its params; inbound: its listener's
   std::vector<std::byte> stash;          // read while its session's reading was paused
+  // session_takeover.cc. Open: a hello claiming the peer restarted waits (connection
+  // `probe_for`) for this connection to answer the keepalive stamped `probe_stamp`.
+  ConnId probe_for = 0;
+  std::uint64_t probe_stamp = 0;
+  TimerId probe_timer = 0;
+  // Handshake: the hello that waits for that probe.
+  std::optional<msg::Hello> held;
+  bool held_reconnect = false;
 
   std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
 };
@@ -245,6 +253,13 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void erase_session(NodeId peer);
   // Below max_sessions, evicting the oldest evictable session if need be; false when full.
   bool room_for_session();
+
+  // session_takeover.cc: a hello claiming its node restarted while the session's
+  // connection is open. True when it is held until that connection answers a probe.
+  bool hold_for_probe(Connection& c, Session& s, const msg::Hello& h, bool reconnect);
+  void probe_answered(Connection& old, std::uint64_t stamp);
+  void probe_ended(Connection& old);  // the probed connection goes: the hello is decided again
+  void resume_held(ConnId id);
 
   // session_handshake.cc: banner, hello, decision, welcome.
   void on_connected(ConnId id, Result<Stream> stream);

@@ -54,6 +54,9 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       return;
     }
     case FrameType::keepalive_ack:
+      if (c.probe_for != 0) {  // a takeover probe waits for this connection's answer
+        if (auto v = msg::decode_value64(f.segment(0))) probe_answered(c, v->value);
+      }
       return;
     case FrameType::close:
       return fail(id, make_error_code(MessengerErrc::peer_closed));

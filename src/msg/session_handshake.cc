@@ -88,7 +88,8 @@ void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
   const ConnId id = c.id;
   const auto payload = f.segment(0);
   if (c.role == Connection::Role::inbound) {
-    if (f.type() != FrameType::client_ident && f.type() != FrameType::session_reconnect) {
+    if (c.held || (f.type() != FrameType::client_ident &&
+                   f.type() != FrameType::session_reconnect)) {
       fail(id, make_error_code(MessengerErrc::unexpected_frame));
       return;
     }
@@ -178,6 +179,9 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   using K = msg::Decision::Kind;
   switch (d.kind) {
     case K::accept:
+      // A restart claimed while the session's connection is open: that connection decides
+      // (session_takeover.cc).
+      if (d.reset_local && s != nullptr && hold_for_probe(c, *s, h, reconnect)) return;
       if (s == nullptr && !room_for_session()) {  // max_sessions, and none to evict
         counters_.counter("msg.sessions_refused").add_owned();
         return drop(id, false);
