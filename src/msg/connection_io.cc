@@ -262,6 +262,7 @@ void Messenger::Impl::drop(ConnId id, bool graceful) {
   if (c->keepalive != 0) loop_.cancel_timer(c->keepalive);
   probe_ended(*c);
   release_slot(*c);
+  handshake_done(*c);
   if (graceful) (void)c->stream.shutdown_write();
   c->stream.close();
 }

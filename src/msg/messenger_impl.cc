@@ -121,6 +121,7 @@ void Messenger::Impl::shutdown() {
   session_cache_ = nullptr;
   paused_sessions_ = 0;
   slot_waiters_.clear();
+  inbound_handshakes_.clear();
 }
 
 }  // namespace rmsg

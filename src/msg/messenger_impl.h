@@ -152,6 +152,9 @@ struct Connection {
   ConnId probe_for = 0;
   std::uint64_t probe_stamp = 0;
   TimerId probe_timer = 0;
+  // Inbound, in its handshake: its place in Impl::inbound_handshakes_ (oldest first).
+  bool counted_inbound = false;
+  std::list<ConnId>::iterator inbound_pos{};
   // Handshake: the hello that waits for that probe.
   std::optional<msg::Hello> held;
   bool held_reconnect = false;
@@ -264,6 +267,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // session_handshake.cc: banner, hello, decision, welcome.
   void on_connected(ConnId id, Result<Stream> stream);
   void on_accepted(Stream stream, Transport transport = Transport::tcp);
+  void handshake_done(Connection& c);  // off the inbound handshakes' list
   void begin_handshake(Connection& c);
   void send_hello(Connection& c, Session& s);
   void on_handshake_frame(Connection& c, msg::Frame& f);
@@ -395,6 +399,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   std::list<NodeId> unconnected_;
   TimerId expiry_timer_ = 0;
   bool quiet_room_ = false;  // resets in a batch: note_total_room() once, after them
+  // Accepted connections in their handshake, oldest first (max_inbound_handshakes).
+  std::list<ConnId> inbound_handshakes_;
 };
 
 }  // namespace rmsg

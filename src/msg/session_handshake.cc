@@ -28,7 +28,18 @@ void Messenger::Impl::on_connected(ConnId id, Result<Stream> r) {
 
 void Messenger::Impl::on_accepted(Stream stream, Transport transport) {
   if (shutting_down_) return;
+  // max_inbound_handshakes: an unauthenticated peer holds a connection for at most
+  // handshake_timeout, and only so many at once; the one waiting longest gives way.
+  const std::size_t cap = options_.max_inbound_handshakes;
+  if (cap != 0 && inbound_handshakes_.size() >= cap) {
+    counters_.counter("msg.handshake.evicted").add_owned();
+    RMSG_LOG(debug, "msg: node %llx: %zu inbound handshakes: closing the oldest",
+             static_cast<unsigned long long>(options_.node_id), inbound_handshakes_.size());
+    drop(inbound_handshakes_.front(), false);
+  }
   Connection& c = new_connection(Connection::Role::inbound);
+  c.counted_inbound = true;
+  c.inbound_pos = inbound_handshakes_.insert(inbound_handshakes_.end(), c.id);
   c.stream = std::move(stream);
   c.transport = transport;
   counters_.counter("msg.accepts").add_owned();
@@ -44,6 +55,12 @@ void Messenger::Impl::on_accepted(Stream stream, Transport transport) {
     }
   });
   begin_handshake(c);
+}
+
+void Messenger::Impl::handshake_done(Connection& c) {
+  if (!c.counted_inbound) return;
+  c.counted_inbound = false;
+  inbound_handshakes_.erase(c.inbound_pos);
 }
 
 void Messenger::Impl::begin_handshake(Connection& c) {
@@ -273,6 +290,7 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   if (c.deadline != 0) loop_.cancel_timer(c.deadline);
   c.deadline = 0;
   release_slot(c);
+  handshake_done(c);
   c.state = Connection::State::open;
   start_keepalive(c);
   if (s.outbound == c.id) s.outbound = 0;

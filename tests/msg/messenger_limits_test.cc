@@ -102,6 +102,39 @@ TEST_F(MessengerLimitsTest, TenThousandOneShotPeersLeaveAtMostMaxSessions) {
   expect_clean();
 }
 
+// Review #15 (TCP part): connections that never complete their handshake hold at most
+// max_inbound_handshakes places at once; one more closes the one waiting longest, and a
+// real connector still gets through.
+TEST_F(MessengerLimitsTest, SilentConnectionsBeyondMaxInboundHandshakesEvictTheOldest) {
+  MessengerOptions o = options(kB);
+  o.max_inbound_handshakes = 4;
+  o.handshake_timeout = 30s;
+  start_a(options(kA));
+  start_b(o);
+  std::vector<Stream> silent;
+  for (int i = 0; i < 10; ++i) {
+    loopback_connect(*loop_, "lo", kPortB, {}, [&](Result<Stream> r) {
+      ASSERT_TRUE(r.ok());
+      silent.push_back(std::move(r).value());
+    });
+    ASSERT_TRUE(run([&] { return b_.node.counter("msg.accepts") == static_cast<unsigned>(i + 1); }));
+  }
+  EXPECT_EQ(b_.node.counter("msg.handshake.evicted"), 6u);
+  auto closed = [&](Stream& s) {
+    std::array<std::byte, 64> buf{};
+    for (;;) {  // B's banner first, then EOF or a reset for the evicted
+      auto n = s.read(buf);
+      if (n.ok() && n.value() > 0) continue;
+      return !(!n.ok() && n.is(Errc::would_block));
+    }
+  };
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(closed(silent[i]), i < 6) << "connection " << i;
+  ASSERT_TRUE(a_.node.m->add_peer(kB, loopback_params(kPortB)).ok());
+  send_a(5);
+  ASSERT_TRUE(run([&] { return b_has_all_from_a(); }));
+  EXPECT_EQ(b_.node.counter("msg.handshake.evicted"), 7u);  // A's made room
+}
+
 // A session without a connection for session_expiry is reset as session_expired (its
 // users hear it) and forgotten with its budget.
 TEST_F(MessengerLimitsTest, ASessionWithoutAConnectionExpires) {
