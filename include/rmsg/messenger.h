@@ -18,8 +18,13 @@
 // and TCP connections, losing and doubling nothing (docs/messenger.md, Failover).
 //
 // A session reset (SessionEvent::reset) ends a session: the peer restarted (it presents a
-// new session cookie), our side was forgotten by the peer (it restarted), or a lossy
-// connection was lost. The event hands back the messages whose delivery is unknown
+// new session cookie), our side was forgotten by the peer (it restarted), a lossy
+// connection was lost, or the session had no connection for session_expiry
+// (MessengerErrc::session_expired: the peer is taken to be gone for good and the session is
+// forgotten; docs/messenger.md, Limits). A hello that claims its node restarted while
+// that node's connection answers keepalives is refused (MessengerErrc::duplicate_node) and
+// does not reset the session. There is no authentication: anyone who can reach a listener
+// can claim a node id whose connection is down (docs/messenger.md, Threat model). The event hands back the messages whose delivery is unknown
 // (written at least once, never acknowledged) apart from those never sent; numbering starts
 // again at 1 in the new session.
 //
