@@ -12,6 +12,7 @@
 #include "msg/banner.h"
 #include "msg/frame_encoder.h"
 #include "msg/messenger_loopback_fixture.h"
+#include "msg/rpc_loopback_fixture.h"
 #include "msg/session_frames.h"
 
 namespace rmsg::testing {
@@ -224,6 +225,42 @@ TEST_F(MessengerLimitsTest, VanishedNonReadersFreeTheSendBudgetAtExpiry) {
   const std::size_t after = heap_in_use();
   EXPECT_LT(after, before + (peak - before) / 10)
       << "held " << (peak - before) << " bytes, still " << (after - before);
+}
+
+}  // namespace
+}  // namespace rmsg::testing
+
+namespace rmsg::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RpcExpiryTest : public RpcLoopbackTest {};
+
+// The server went away for good: once A's session has had no connection for
+// session_expiry, the calls still outstanding fail with session_reset (long before their
+// deadline), and the session is gone.
+TEST_F(RpcExpiryTest, CallsOfAnExpiredSessionFailWithSessionReset) {
+  RpcOptions o = rpc_options(kA);
+  o.messenger.session_expiry = 2s;
+  start(a_, kPortA, o);
+  start_b(rpc_options(kB));
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, loopback_params(kPortB)).ok());
+  auto id = call(kHold, "x", 10min);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(run([&] { return held_.size() == 1; }));
+  b_.ep.reset();  // gone, its request unanswered; A keeps trying to reconnect
+  held_.clear();
+  const auto t0 = loop_->now();
+  ASSERT_TRUE(run([&] { return completed(*id); }));
+  EXPECT_EQ(done_[*id].error, make_error_code(RpcErrc::session_reset));
+  EXPECT_LT(loop_->now() - t0, 3s);
+  bool expired = false;
+  for (const auto& e : a_.events) {
+    expired |= e.kind == SessionEvent::Kind::reset &&
+               e.error == make_error_code(MessengerErrc::session_expired);
+  }
+  EXPECT_TRUE(expired);
 }
 
 }  // namespace
