@@ -24,9 +24,10 @@
 // forgotten; docs/messenger.md, Limits). A hello that claims its node restarted while
 // that node's connection answers keepalives is refused (MessengerErrc::duplicate_node) and
 // does not reset the session. There is no authentication: anyone who can reach a listener
-// can claim a node id whose connection is down (docs/messenger.md, Threat model). The event hands back the messages whose delivery is unknown
-// (written at least once, never acknowledged) apart from those never sent; numbering starts
-// again at 1 in the new session.
+// can claim a node id whose connection is down (docs/messenger.md, Threat model). The
+// event hands back the messages whose delivery is unknown (written at least once, never
+// acknowledged) apart from those never sent; numbering starts again at 1 in the new
+// session.
 //
 // Services: every user of a messenger that talks to one peer shares one session with it.
 // Each message names its service (a u16 on the wire, 0 the default: the dispatch callback

@@ -105,8 +105,8 @@ void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
   const ConnId id = c.id;
   const auto payload = f.segment(0);
   if (c.role == Connection::Role::inbound) {
-    if (c.held || (f.type() != FrameType::client_ident &&
-                   f.type() != FrameType::session_reconnect)) {
+    if (c.held ||
+        (f.type() != FrameType::client_ident && f.type() != FrameType::session_reconnect)) {
       fail(id, make_error_code(MessengerErrc::unexpected_frame));
       return;
     }

@@ -118,7 +118,8 @@ TEST_F(MessengerLimitsTest, SilentConnectionsBeyondMaxInboundHandshakesEvictTheO
       ASSERT_TRUE(r.ok());
       silent.push_back(std::move(r).value());
     });
-    ASSERT_TRUE(run([&] { return b_.node.counter("msg.accepts") == static_cast<unsigned>(i + 1); }));
+    ASSERT_TRUE(
+        run([&] { return b_.node.counter("msg.accepts") == static_cast<unsigned>(i + 1); }));
   }
   EXPECT_EQ(b_.node.counter("msg.handshake.evicted"), 6u);
   auto closed = [&](Stream& s) {
@@ -212,16 +213,15 @@ TEST_F(MessengerLimitsTest, VanishedNonReadersFreeTheSendBudgetAtExpiry) {
   for (auto& s : readers_not) s.close();  // gone, without a word
   const auto t0 = loop_->now();
   send_a(5);
-  ASSERT_TRUE(loop_->run_until([&] { return a_.node.ledger.delivered == 6; },
-                               t0 + o.session_expiry + 1s))
+  ASSERT_TRUE(
+      loop_->run_until([&] { return a_.node.ledger.delivered == 6; }, t0 + o.session_expiry + 1s))
       << a_.node.ledger.delivered - 1 << " of 5 large replies";
   EXPECT_GE(loop_->now() - t0, o.session_expiry) << "replied before the budget was freed?";
   EXPECT_EQ(b.counter("msg.sessions_expired"), 5u);
   EXPECT_EQ(live(), 1u);  // A's
   EXPECT_EQ(a_.node.ledger.corrupt, 0u);
-  ASSERT_TRUE(run([&] {
-    return b.m->session_info(kA).value_or(Messenger::SessionInfo{}).queued == 0;
-  }));
+  ASSERT_TRUE(
+      run([&] { return b.m->session_info(kA).value_or(Messenger::SessionInfo{}).queued == 0; }));
   const std::size_t after = heap_in_use();
   EXPECT_LT(after, before + (peak - before) / 10)
       << "held " << (peak - before) << " bytes, still " << (after - before);

@@ -666,3 +666,55 @@ TEST(MessengerThreads, GracefulShutdownDrainsEveryLoop) {
 
 }  // namespace
 }  // namespace rmsg::testing
+
+namespace rmsg::testing {
+namespace {
+
+// Sessions expire (and their per-peer budgets are forgotten) on their loops while other
+// threads keep sending to the same peers: every message a send() accepted comes back in a
+// reset (session_expired) event, none is lost or counted twice, and once the senders
+// stopped every session is gone.
+TEST(MessengerThreads, SessionsExpireWhileOtherThreadsSendToThem) {
+  auto loops = LoopThreads::create(2).value();
+  MessengerOptions o = opts(1);
+  o.session_expiry = 20ms;  // no addresses: every session waits for its peer, then expires
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t handed_back = 0;
+  std::uint64_t expired = 0;
+  auto hub = Messenger::create(
+                 loops->loops(), o, [](NodeId, std::span<const std::byte>) {},
+                 [&](SessionEvent e) {
+                   if (e.kind != SessionEvent::Kind::reset) return;
+                   EXPECT_EQ(e.error, make_error_code(MessengerErrc::session_expired));
+                   const std::lock_guard lock(mu);
+                   ++expired;
+                   handed_back += e.unknown.size() + e.unsent.size();
+                   cv.notify_all();
+                 })
+                 .value();
+  loops->start();
+  std::atomic<std::uint64_t> accepted{0};
+  std::vector<std::thread> senders;
+  for (std::uint32_t t = 0; t < 4; ++t) {
+    senders.emplace_back([&, t] {
+      for (std::uint64_t i = 0; i < 3000; ++i) {
+        if (hub->send(100 + (i % 16), tagged(t, i)).ok()) accepted.fetch_add(1);
+        if (i % 256 == 0) std::this_thread::sleep_for(5ms);  // pacing: some expire meanwhile
+      }
+    });
+  }
+  for (auto& s : senders) s.join();
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return handed_back >= accepted.load(); }));
+    EXPECT_EQ(handed_back, accepted.load());
+    EXPECT_GT(expired, 16u);  // sessions came back after expiring
+  }
+  EXPECT_GT(accepted.load(), 0u);
+  EXPECT_EQ(hub->counter_total("msg.sessions_live"), 0u);
+  hub.reset();
+}
+
+}  // namespace
+}  // namespace rmsg::testing
