@@ -54,10 +54,6 @@ class Admission {
     }
     sessions_.erase(it);
   }
-  std::size_t budgets() {
-    const std::lock_guard lock(mu_);
-    return sessions_.size();
-  }
   // Sessions of every shard (MessengerOptions::max_sessions is messenger-wide).
   std::atomic<std::size_t> live_sessions{0};
   // Reserves one message of n bytes in `peer`'s budget and the total; false (nothing
