@@ -2,12 +2,12 @@
 // allocates nothing from a length it did not check, and leaves the messenger serving
 // others.
 #include <gtest/gtest.h>
-#include <malloc.h>
 
 #include <array>
 
 #include "msg/banner.h"
 #include "msg/frame_encoder.h"
+#include "msg/heap_in_use.h"
 #include "msg/messenger_loopback_fixture.h"
 #include "msg/reassembly.h"
 #include "msg/session_frames.h"
@@ -223,11 +223,6 @@ void flood(EventLoop& loop, Stream& raw, std::span<const std::byte> frame, int c
     }
   }
   for (int i = 0; i < 16; ++i) (void)loop.run_once(Duration::zero());
-}
-
-std::size_t heap_in_use() {
-  const auto m = mallinfo2();
-  return m.uordblks + m.hblkhd;  // large blocks are mmapped: hblkhd
 }
 
 std::vector<std::byte> control_frame(FrameType type, std::span<const std::byte> payload) {
