@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "msg/banner.h"
 #include "msg/msg_harness.h"
 #include "rmsg/loop_threads.h"
 #include "rmsg/messenger.h"
@@ -371,6 +372,18 @@ TEST(MessengerThreads, TheRouterClosesAPartialBannerThatHungUpAtOnce) {
   char b = 0;
   EXPECT_LE(::recv(fd, &b, 1, 0), 0);  // closed (reset: its bytes were never read)
   ::close(fd);
+  // A whole banner the shard would refuse (here its CRC) is refused as soon as it is in,
+  // without a hangup, not at the handshake timeout (B3).
+  const int bad = raw_connect(addr);
+  ASSERT_GE(bad, 0);
+  auto banner = msg::encode_banner(msg::Banner{});
+  banner[msg::kBannerFixedSize] ^= std::byte{1};
+  ASSERT_EQ(::send(bad, banner.data(), banner.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(banner.size()));
+  const auto t1 = l0.now();
+  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.malformed") == 1; }, 2s));
+  EXPECT_LT(l0.now() - t1, o.handshake_timeout);
+  ::close(bad);
 }
 
 // A flood of silent connections holds at most max_accepts_waiting sockets: each one more
