@@ -258,8 +258,8 @@ TEST(MessengerTcpTakeover, ADuplicateIsRefusedAndARestartAfterKillIsAccepted) {
   first.pid = -1;
   // The second process keeps trying (its backoff is at most 50 ms): now it is the restart.
   const auto t0 = loop->now();
-  ASSERT_TRUE(loop->run_for([&] { return resets() == 1 && delivered == 2; },
-                            std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      loop->run_for([&] { return resets() == 1 && delivered == 2; }, std::chrono::seconds(10)));
   EXPECT_LT(loop->now() - t0, o.handshake_timeout);
   b.reset();
 }
