@@ -143,6 +143,11 @@ struct RpcOptions {
   // bound the oldest (lowest id) is forgotten, and its request, should it still come, runs
   // (its reply is dropped by the caller). 0: none remembered.
   std::size_t max_early_cancels = 64;
+  // Peers that get counters of their own (rpc.peer.<id>.*, kept for the endpoint's life);
+  // the counters of peers past this many, in the order first seen, are summed in
+  // rpc.peer.other.* (rpc.peer.other.<loop>.* with several loops), which peer_stats()
+  // then reports for them. The rest of a peer's state goes with its session (a reset).
+  std::size_t max_peer_counters = 1024;
 };
 
 // What a handler gets. `body` is valid only during the handler call; copy what outlives it.

@@ -133,7 +133,7 @@ void RpcEndpoint::Impl::flush_backlog(NodeId peer, bool reply) {
       --pc.deferred;
       update_pause(from, pc);
     }
-    if (reply) send_reply(from, id, msg::RpcStatus::shutting_down, 0, {}, false);
+    if (reply) send_reply(from, id, msg::RpcStatus::shutting_down, 0, {}, nullptr);
   }
   note_backlog();
   while (rooms-- > 0) release_room();

@@ -39,6 +39,8 @@ struct RpcResponder::State {
   NodeId peer = 0;
   CallId id = 0;
   bool dedupe = false;
+  std::uint64_t session = 0;  // dedupe: the session the request came in (its reply's)
+  std::uint32_t method = 0;
   // Set on the loop (a cancel message, a reset), read by cancelled() on any thread.
   std::atomic<bool> cancelled{false};
 };
@@ -48,7 +50,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   struct PeerCounters;
   struct Call {
     NodeId peer = 0;
-    PeerCounters* counters = nullptr;  // peer's (peers_ never lets go of an entry)
+    PeerCounters* counters = nullptr;  // peer's (kept while it has calls outstanding)
     Messenger::Ticket ticket;
     Clock::time_point start{};
     Clock::time_point deadline{};
@@ -72,6 +74,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     // Ids of its calls cancelled before their request arrived (rpc_cancels.cc), ascending;
     // at most options_.max_early_cancels.
     std::vector<CallId> early_cancels;
+    // Its replies that found its session queue full, oldest first (rpc_replies.cc): they
+    // go out before any later one, and pause reading the peer until they are queued.
+    std::deque<std::vector<std::byte>> held;
   };
   struct Method {
     Handler handler;
@@ -95,6 +100,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     std::atomic<std::size_t> outstanding{0};
     std::atomic<std::size_t> pending_total{0};
     std::atomic<std::size_t> waiting_shards{0};
+    std::atomic<std::size_t> named_peers{0};  // peers with rpc.peer.<id>.* (max_peer_counters)
     std::vector<std::weak_ptr<Impl>> shards;
   };
   // A request read while the endpoint-wide bound was reached: served when there is room.
@@ -144,6 +150,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   }
   PeerCounters& find_peer(NodeId node);
   PeerCounters make_peer(NodeId node);
+  bool take_name() noexcept;  // one of max_peer_counters (any thread)
+  // A reset peer: its entry in peers_ goes, once nothing points at it.
+  void forget_peer(NodeId peer);
   // handle(), handle_oneway() on this shard's loop: a handler replaced while one runs is
   // kept until the outermost returns (so a request costs no copy of its handler).
   void set_method(std::uint32_t method, Method m);
@@ -260,8 +269,20 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void on_oneway(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
   void finish(RpcResponder::State& state, msg::RpcStatus status, std::uint32_t code,
               std::span<const std::byte> body);
+
+  // rpc_replies.cc: a reply to `to`, kept in the dedupe table when `keep` (its request's
+  // responder state) is given. Never dropped while the peer's session lasts: one that
+  // does not fit in the session's queue waits (held) and pauses reading the peer until
+  // SessionEvent::writable lets it go; one that can never fit (over max_message_size or
+  // a queue bound) is answered too_large instead.
   void send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,
-                  std::span<const std::byte> body, bool dedupe);
+                  std::span<const std::byte> body, const RpcResponder::State* keep);
+  void queue_reply(NodeId to, std::vector<std::byte> bytes);
+  // The peer's held replies, oldest first, as far as its queue takes them.
+  void flush_held(NodeId peer);
+  // The server's cookie for the session with `peer` (0: none): the incarnation a dedupe
+  // entry belongs to.
+  std::uint64_t session_of(NodeId peer) const;
 
   EventLoop& loop_;
   RpcOptions options_;
