@@ -165,6 +165,8 @@ void RpcEndpoint::Impl::drop_pending(NodeId peer) {
   flush_backlog(peer, false);
   if (auto p = peers_.find(peer); p != peers_.end()) {
     p->second.early_cancels.clear();  // ids count from 1 again
+    p->second.waiting.clear();        // its caller's calls failed with session_reset
+    p->second.waiting_bytes = 0;
   }
 }
 

@@ -57,6 +57,15 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     CallCallback done;
   };
   using Calls = std::unordered_map<CallId, Call>;
+  // A request read while the endpoint-wide bound was reached: served when there is room.
+  // Or one read while its peer's replies were held: served once they are queued.
+  struct Deferred {
+    NodeId from = 0;
+    msg::RpcHeader header;
+    std::vector<std::byte> body;
+    Clock::time_point rx{};  // when it was read (its budget counts from then)
+    bool has_room = false;   // its place is taken: it runs on the next serve_backlog()
+  };
   struct PeerCounters {
     Counter* calls = nullptr;
     Counter* ok = nullptr;
@@ -77,6 +86,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     // Its replies that found its session queue full, oldest first (rpc_replies.cc): they
     // go out before any later one, and pause reading the peer until they are queued.
     std::deque<std::vector<std::byte>> held;
+    // Its requests read while replies are held, unrun (copies), oldest first; past
+    // max_pending_requests of them or session_max_bytes the peer is no longer read.
+    std::deque<Deferred> waiting;
+    std::size_t waiting_bytes = 0;
   };
   struct Method {
     Handler handler;
@@ -102,14 +115,6 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     std::atomic<std::size_t> waiting_shards{0};
     std::atomic<std::size_t> named_peers{0};  // peers with rpc.peer.<id>.* (max_peer_counters)
     std::vector<std::weak_ptr<Impl>> shards;
-  };
-  // A request read while the endpoint-wide bound was reached: served when there is room.
-  struct Deferred {
-    NodeId from = 0;
-    msg::RpcHeader header;
-    std::vector<std::byte> body;
-    Clock::time_point rx{};  // when it was read (its budget counts from then)
-    bool has_room = false;   // its place is taken: it runs on the next serve_backlog()
   };
 
   // Shard `index` of `count`: its call ids are index + 1 + k * count (k = 0, 1, ...), so
@@ -225,8 +230,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // The checks and the handler; `rx`: when it was read. `has_room`: a deferred request
   // that already took its place under max_pending_requests_total. False when no handler
   // ran (refused, answered from the dedupe table, or deferred).
+  // `waited`: it was read earlier (its budget may have run out meanwhile).
   bool serve(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
-             std::span<const std::byte> body, Clock::time_point rx, bool has_room);
+             std::span<const std::byte> body, Clock::time_point rx, bool has_room,
+             bool waited = false);
 
   // rpc_cancels.cc: cancels that overtook their request (max_early_cancels).
   void remember_cancel(PeerCounters& pc, CallId id);
@@ -278,8 +285,11 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,
                   std::span<const std::byte> body, const RpcResponder::State* keep);
   void queue_reply(NodeId to, std::vector<std::byte> bytes);
-  // The peer's held replies, oldest first, as far as its queue takes them.
+  // The peer's held replies, oldest first, as far as its queue takes them; then, once
+  // none is left, its waiting requests.
   void flush_held(NodeId peer);
+  void wait_for_replies(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
+                        std::span<const std::byte> body);
   // The server's cookie for the session with `peer` (0: none): the incarnation a dedupe
   // entry belongs to.
   std::uint64_t session_of(NodeId peer) const;

@@ -1,15 +1,19 @@
 // Replies on their way out (docs/messenger.md, RPC: Replies wait, they are never dropped).
 // A reply goes into the peer's session queue, which its bounds (session_max_bytes and the
 // messenger's totals) may refuse. A refused reply is not dropped: it waits in the peer's
-// `held` list, and the peer's connection is no longer read (the messenger stops right
-// after the message being dispatched), so its further requests stay in its queue and the
-// stream, unrun, instead of making replies that could not go either. The refusal started
-// an episode whose end, SessionEvent::writable (the queue at half its bounds), sends the
-// held replies, oldest first; once all are queued the peer is read again.
+// `held` list, and the peer's further requests wait unrun (copied, in `waiting`) instead
+// of making replies that could not go either. The refusal started an episode whose end,
+// SessionEvent::writable (the queue at half its bounds), sends the held replies, oldest
+// first; once all are queued the waiting requests run, in order.
+//
+// The connection is still read meanwhile: the acks that free the queue come on it. Past
+// max_pending_requests waiting requests or session_max_bytes of them the peer is no
+// longer read (a caller that keeps sending and never reads its replies is held to that);
+// a caller with fewer calls outstanding than that never meets it.
 //
 // Memory: a peer's held replies are those of handlers already running when its queue
 // filled (at most max_pending_requests, and max_pending_requests_total over all peers),
-// plus the one being dispatched; nothing grows with what the peer sends meanwhile.
+// plus the one being dispatched; its waiting requests are bounded as above.
 //
 // A reply that can never fit (over max_message_size, session_max_bytes or
 // total_max_bytes) is answered too_large instead: the caller gets a named error, not a
@@ -88,7 +92,15 @@ void RpcEndpoint::Impl::queue_reply(NodeId to, std::vector<std::byte> bytes) {
   // Behind the replies already waiting (they keep their order), or the first to wait.
   counters_.counter("rpc.server.replies_held").add();
   pc.held.push_back(std::move(bytes));
-  if (pc.held.size() == 1) update_pause(to, pc);
+}
+
+void RpcEndpoint::Impl::wait_for_replies(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
+                                         std::span<const std::byte> body) {
+  pc.waiting.push_back(Deferred{from, h, std::vector<std::byte>(body.begin(), body.end()),
+                                *rx_time_, false});
+  pc.waiting_bytes += body.size();
+  counters_.counter("rpc.server.requests_waiting").add();
+  update_pause(from, pc);
 }
 
 void RpcEndpoint::Impl::flush_held(NodeId peer) {
@@ -108,6 +120,13 @@ void RpcEndpoint::Impl::flush_held(NodeId peer) {
     }
     if (p == Push::gone) counters_.counter("rpc.reply_not_sent").add();
     pc.held.pop_front();
+  }
+  // Its requests that waited, in order, until one's reply has to wait in turn.
+  while (pc.held.empty() && !pc.waiting.empty() && !closed()) {
+    Deferred d = std::move(pc.waiting.front());
+    pc.waiting.pop_front();
+    pc.waiting_bytes -= d.body.size();
+    serve(d.from, pc, d.header, d.body, d.rx, false, true);
   }
   update_pause(peer, pc);
 }

@@ -17,12 +17,16 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   if (!pc.early_cancels.empty() && cancelled_early(pc, h, body.size())) [[unlikely]] {
     return;
   }
+  // Behind replies that wait for room: its handler runs once they are queued.
+  if (!pc.held.empty() || !pc.waiting.empty()) [[unlikely]] {
+    return wait_for_replies(from, pc, h, body);
+  }
   serve(from, pc, h, body, *rx_time_, false);
 }
 
 bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
                               std::span<const std::byte> body, Clock::time_point rx,
-                              bool has_room) {
+                              bool has_room, bool waited) {
   const auto refuse = [&](msg::RpcStatus status) {
     send_reply(from, h.id, status, 0, {}, nullptr);
     return false;
@@ -30,7 +34,8 @@ bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const msg::RpcHeade
   const msg::DedupeTable::Key key{from, h.id};
   if (shut_) return refuse(msg::RpcStatus::shutting_down);
   // A deferred request's budget may have run out while it waited.
-  if (h.budget_us == 0 || (has_room && msg::deadline_for(rx, h.budget_us) <= loop_.now())) {
+  if (h.budget_us == 0 ||
+      ((has_room || waited) && msg::deadline_for(rx, h.budget_us) <= loop_.now())) {
     counters_.counter("rpc.server.expired").add();
     return refuse(msg::RpcStatus::timeout);
   }
@@ -199,7 +204,10 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
 
 void RpcEndpoint::Impl::update_pause(NodeId peer, PeerCounters& pc) {
   const std::size_t max = options_.max_pending_requests;
-  const bool pause = (max != 0 && pc.pending >= max) || pc.deferred != 0 || !pc.held.empty();
+  const bool pause = (max != 0 && pc.pending >= max) || pc.deferred != 0 ||
+                     (!pc.waiting.empty() &&
+                      (pc.waiting.size() >= pause_at_ ||
+                       pc.waiting_bytes >= messenger_->options().session_max_bytes));
   if (pause == pc.paused || messenger_ == nullptr) return;
   pc.paused = pause;
   if (pause) counters_.counter("rpc.server.read_paused").add();

@@ -1,0 +1,72 @@
+// Many concurrent large reads over real TCP (newcomer review B1): their replies exceed the
+// server's session queue bound (session_max_bytes, 64 MiB), and every call is answered
+// anyway (src/msg/rpc_replies.cc): the server holds the replies that do not fit and stops
+// reading the caller until its queue has room. None times out; none is dropped.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "msg/rpc_real_fixture.h"
+
+namespace rmsg::testing {
+namespace {
+
+constexpr std::uint32_t kGet = 7;
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+class RpcRepliesTcpTest : public RpcRealTest, public ::testing::WithParamInterface<int> {
+ protected:
+  ConnectionParams params() const override {
+    ConnectionParams p;
+    p.transport = Transport::tcp;
+    return p;
+  }
+  std::string host() const override { return "127.0.0.1"; }
+};
+
+TEST_P(RpcRepliesTcpTest, ConcurrentOneMiBGetsAreEachAnswered) {
+  start(a_, kA);
+  start(b_, kB);
+  ConnectionParams pb = params();
+  pb.peer = SocketAddress::parse(b_.address).value();
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
+  const std::vector<std::byte> value(kMiB, std::byte{'v'});
+  b_.ep->handle(kGet, [&](const RpcRequest&, RpcResponder reply) { reply.ok(value); });
+  const int n = GetParam();
+  int ok = 0;
+  std::map<std::string, int> errors;
+  for (int i = 0; i < n; ++i) {
+    auto id = a_.ep->call(kB, kGet, bytes_of("key" + std::to_string(i)),
+                          {.deadline = loop_->now() + std::chrono::seconds(5)},
+                          [&](RpcResponse r) {
+                            if (r.error) {
+                              ++errors[r.error.message()];
+                            } else {
+                              ok += r.body.size() == kMiB;
+                            }
+                          });
+    ASSERT_TRUE(id.ok()) << id.error().message();
+  }
+  int done = 0;
+  ASSERT_TRUE(loop_->run_for(
+      [&] {
+        done = ok;
+        for (const auto& [why, count] : errors) done += count;
+        return done == n;
+      },
+      std::chrono::seconds(20)));
+  for (const auto& [why, count] : errors) ADD_FAILURE() << count << " failed: " << why;
+  EXPECT_EQ(ok, n);
+  EXPECT_EQ(b_.counter("rpc.reply_not_sent"), 0u);
+  std::printf("[ replies  ] %d concurrent 1 MiB GETs over TCP: %d ok, %llu replies held\n", n,
+              ok,
+              static_cast<unsigned long long>(b_.counter("rpc.server.replies_held")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Gets, RpcRepliesTcpTest, ::testing::Values(64, 100, 200));
+
+}  // namespace
+}  // namespace rmsg::testing
