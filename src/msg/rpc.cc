@@ -216,9 +216,16 @@ std::optional<RpcPeerStats> RpcEndpoint::Impl::peer_stats(NodeId node) const {
     const Histogram* latency = counters_.find_histogram(p + "call_ns");
     if (latency == nullptr) return std::nullopt;
     const auto v = [&](const char* name) { return counters_.value(p + name); };
-    return RpcPeerStats{v("calls"),  v("ok"),     v("failed"),      v("timeouts"),
-                        v("cancelled"), v("served"), v("oneway_sent"), v("oneway_received"),
-                        0,          latency};
+    return RpcPeerStats{v("calls"),
+                        v("ok"),
+                        v("failed"),
+                        v("timeouts"),
+                        v("cancelled"),
+                        v("served"),
+                        v("oneway_sent"),
+                        v("oneway_received"),
+                        0,
+                        latency};
   }
   const PeerCounters& c = it->second;
   return RpcPeerStats{

@@ -96,8 +96,8 @@ void RpcEndpoint::Impl::queue_reply(NodeId to, std::vector<std::byte> bytes) {
 
 void RpcEndpoint::Impl::wait_for_replies(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
                                          std::span<const std::byte> body) {
-  pc.waiting.push_back(Deferred{from, h, std::vector<std::byte>(body.begin(), body.end()),
-                                *rx_time_, false});
+  pc.waiting.push_back(
+      Deferred{from, h, std::vector<std::byte>(body.begin(), body.end()), *rx_time_, false});
   pc.waiting_bytes += body.size();
   counters_.counter("rpc.server.requests_waiting").add();
   update_pause(from, pc);

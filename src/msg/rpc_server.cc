@@ -25,8 +25,8 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
 }
 
 bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
-                              std::span<const std::byte> body, Clock::time_point rx,
-                              bool has_room, bool waited) {
+                              std::span<const std::byte> body, Clock::time_point rx, bool has_room,
+                              bool waited) {
   const auto refuse = [&](msg::RpcStatus status) {
     send_reply(from, h.id, status, 0, {}, nullptr);
     return false;
@@ -204,10 +204,10 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
 
 void RpcEndpoint::Impl::update_pause(NodeId peer, PeerCounters& pc) {
   const std::size_t max = options_.max_pending_requests;
-  const bool pause = (max != 0 && pc.pending >= max) || pc.deferred != 0 ||
-                     (!pc.waiting.empty() &&
-                      (pc.waiting.size() >= pause_at_ ||
-                       pc.waiting_bytes >= messenger_->options().session_max_bytes));
+  const bool pause =
+      (max != 0 && pc.pending >= max) || pc.deferred != 0 ||
+      (!pc.waiting.empty() && (pc.waiting.size() >= pause_at_ ||
+                               pc.waiting_bytes >= messenger_->options().session_max_bytes));
   if (pause == pc.paused || messenger_ == nullptr) return;
   pc.paused = pause;
   if (pause) counters_.counter("rpc.server.read_paused").add();

@@ -37,8 +37,9 @@ TEST_F(RpcBudgetTest, NoDeadlineReachesTheHandlerAsNone) {
   const CallId held = call(kHold, "x").value();
   std::vector<RpcResponse> got;
   for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(a_.ep->call(kB, kSee, {}, {.deadline = Clock::time_point::max()},
-                            [&](RpcResponse r) { got.push_back(std::move(r)); })
+    ASSERT_TRUE(a_.ep
+                    ->call(kB, kSee, {}, {.deadline = Clock::time_point::max()},
+                           [&](RpcResponse r) { got.push_back(std::move(r)); })
                     .ok());
   }
   ASSERT_TRUE(run([&] { return held_.size() == 1 && b_.counter("rpc.server.deferred") >= 1; }));

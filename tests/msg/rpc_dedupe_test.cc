@@ -37,9 +37,10 @@ class RpcDedupeTest : public RpcLoopbackTest {
   }
   RpcResponse put_once(CallId retry_of = 0, std::uint32_t method = kPut) {
     auto slot = std::make_shared<CallId>(0);
-    auto id = a_.ep->call(kB, method, bytes_of("v"),
-                          {.deadline = loop_->now() + std::chrono::seconds(5), .retry_of = retry_of},
-                          [this, slot](RpcResponse r) { done_[*slot] = std::move(r); });
+    auto id =
+        a_.ep->call(kB, method, bytes_of("v"),
+                    {.deadline = loop_->now() + std::chrono::seconds(5), .retry_of = retry_of},
+                    [this, slot](RpcResponse r) { done_[*slot] = std::move(r); });
     EXPECT_TRUE(id.ok());
     if (!id) return {};
     *slot = id.value();

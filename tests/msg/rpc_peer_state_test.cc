@@ -29,11 +29,13 @@ TEST_F(RpcLoopbackTest, OneShotClientsLeaveNoPerPeerStateBehind) {
     start(a_, kPortA, rpc_options(id));
     ASSERT_TRUE(a_.ep->messenger().add_peer(kB, loopback_params(kPortB)).ok());
     bool done = false;
-    ASSERT_TRUE(a_.ep->call(kB, kPut, bytes_of("v"), {.deadline = loop_->now() + std::chrono::seconds(5)},
-                            [&](RpcResponse r) {
-                              EXPECT_FALSE(r.error) << r.error.message();
-                              done = true;
-                            })
+    ASSERT_TRUE(a_.ep
+                    ->call(kB, kPut, bytes_of("v"),
+                           {.deadline = loop_->now() + std::chrono::seconds(5)},
+                           [&](RpcResponse r) {
+                             EXPECT_FALSE(r.error) << r.error.message();
+                             done = true;
+                           })
                     .ok());
     ASSERT_TRUE(run([&] { return done; }));
     a_.ep.reset();  // the client goes: B's lossy session with it resets
@@ -46,8 +48,9 @@ TEST_F(RpcLoopbackTest, OneShotClientsLeaveNoPerPeerStateBehind) {
   }
   const auto st = RpcAccess::peer_state(*b_.ep);
   const std::size_t names = b_.ep->counters().snapshot().size();
-  std::printf("[ peers    ] %d one-shot clients: %zu peer entries, %zu dedupe entries, %zu counter names\n",
-              kClients, st.peers, st.dedupe, names);
+  std::printf(
+      "[ peers    ] %d one-shot clients: %zu peer entries, %zu dedupe entries, %zu counter names\n",
+      kClients, st.peers, st.dedupe, names);
   EXPECT_EQ(st.peers, 0u);
   EXPECT_EQ(st.dedupe, 0u);
   EXPECT_EQ(st.pending, 0u);

@@ -40,8 +40,7 @@ TEST_P(RpcRepliesTcpTest, ConcurrentOneMiBGetsAreEachAnswered) {
   std::map<std::string, int> errors;
   for (int i = 0; i < n; ++i) {
     auto id = a_.ep->call(kB, kGet, bytes_of("key" + std::to_string(i)),
-                          {.deadline = loop_->now() + std::chrono::seconds(5)},
-                          [&](RpcResponse r) {
+                          {.deadline = loop_->now() + std::chrono::seconds(5)}, [&](RpcResponse r) {
                             if (r.error) {
                               ++errors[r.error.message()];
                             } else {
@@ -61,8 +60,7 @@ TEST_P(RpcRepliesTcpTest, ConcurrentOneMiBGetsAreEachAnswered) {
   for (const auto& [why, count] : errors) ADD_FAILURE() << count << " failed: " << why;
   EXPECT_EQ(ok, n);
   EXPECT_EQ(b_.counter("rpc.reply_not_sent"), 0u);
-  std::printf("[ replies  ] %d concurrent 1 MiB GETs over TCP: %d ok, %llu replies held\n", n,
-              ok,
+  std::printf("[ replies  ] %d concurrent 1 MiB GETs over TCP: %d ok, %llu replies held\n", n, ok,
               static_cast<unsigned long long>(b_.counter("rpc.server.replies_held")));
 }
 

@@ -123,8 +123,7 @@ int single(EventLoop& loop, const Args& a) {
 // N clients (endpoints), one call in flight each, `ops` calls in all.
 int bench(EventLoop& loop, const Args& a) {
   std::vector<Client> clients;
-  const NodeId base =
-      a.node_base.value_or(1'000'000 + loop.random().next() % (NodeId{1} << 40));
+  const NodeId base = a.node_base.value_or(1'000'000 + loop.random().next() % (NodeId{1} << 40));
   std::printf("objstore bench: clients are nodes %llu to %llu\n",
               static_cast<unsigned long long>(base),
               static_cast<unsigned long long>(base + a.clients - 1));
