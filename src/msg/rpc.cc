@@ -61,6 +61,7 @@ void RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
   messenger_ = &messenger;
   messenger_front_ = &MessengerAccess::front(messenger);
   service_ = service;
+  wait_max_bytes_ = messenger.options().session_max_bytes;
   // Shard i of the endpoint is on the loop of the messenger's shard i (rpc_front.cc).
   Messenger::Impl& shard = *messenger_front_->shards_[id_index_].impl;
   rx_time_ = &shard.dispatch_rx_;

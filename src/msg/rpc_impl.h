@@ -301,6 +301,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   Messenger* messenger_ = nullptr;  // the Front's (owned or the application's); null: closed
   Messenger::Front* messenger_front_ = nullptr;  // constant after start() (any thread)
   ServiceId service_ = 0;
+  // The messenger's session_max_bytes (set by start()): the bound on a peer's requests
+  // waiting behind its held replies (rpc_replies.cc).
+  std::size_t wait_max_bytes_ = SIZE_MAX;
   std::shared_ptr<Shared> shared_;
   CounterSet& counters_;  // shared_'s
   const CallId id_index_;

@@ -207,7 +207,7 @@ void RpcEndpoint::Impl::update_pause(NodeId peer, PeerCounters& pc) {
   const bool pause =
       (max != 0 && pc.pending >= max) || pc.deferred != 0 ||
       (!pc.waiting.empty() && (pc.waiting.size() >= pause_at_ ||
-                               pc.waiting_bytes >= messenger_->options().session_max_bytes));
+                               pc.waiting_bytes >= wait_max_bytes_));
   if (pause == pc.paused || messenger_ == nullptr) return;
   pc.paused = pause;
   if (pause) counters_.counter("rpc.server.read_paused").add();
