@@ -204,10 +204,9 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
 
 void RpcEndpoint::Impl::update_pause(NodeId peer, PeerCounters& pc) {
   const std::size_t max = options_.max_pending_requests;
-  const bool pause =
-      (max != 0 && pc.pending >= max) || pc.deferred != 0 ||
-      (!pc.waiting.empty() && (pc.waiting.size() >= pause_at_ ||
-                               pc.waiting_bytes >= wait_max_bytes_));
+  const bool pause = (max != 0 && pc.pending >= max) || pc.deferred != 0 ||
+                     (!pc.waiting.empty() &&
+                      (pc.waiting.size() >= pause_at_ || pc.waiting_bytes >= wait_max_bytes_));
   if (pause == pc.paused || messenger_ == nullptr) return;
   pc.paused = pause;
   if (pause) counters_.counter("rpc.server.read_paused").add();
