@@ -101,8 +101,11 @@ void RpcEndpoint::Impl::add_pending(const msg::DedupeTable::Key& key,
                                     const std::shared_ptr<RpcResponder::State>& state) {
   auto it = pending_.lower_bound(key);
   if (it != pending_.end() && it->first == key) {
-    // The same id again (its old responder is not told): the old one no longer counts
-    // as pending (its answer will not find its entry), the new one does.
+    // The same id again: the old one no longer counts as pending (its answer will not
+    // find its entry), the new one does. The old one's reply is dropped (as cancelled):
+    // the caller waits for one reply to this id, the new request's (a retry's, or a new
+    // call's of an endpoint re-created on a shared messenger, whose ids start afresh).
+    if (auto old = it->second.weak.lock()) old->cancelled = true;
     it->second = Pending{state.get(), state};
     pending_ended(key.first);
     return;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "msg/rpc_loopback_fixture.h"
 
@@ -107,6 +108,37 @@ TEST_F(RpcDedupeTest, AReCreatedEndpointOnASharedMessengerHasItsPutRun) {
   }
   EXPECT_EQ(puts_, 2);
   EXPECT_EQ((*server)->counters().value("rpc.server.dedupe_hits"), 0u);
+}
+
+TEST_F(RpcDedupeTest, AReCreatedEndpointGetsItsOwnReplyNotItsPredecessors) {
+  start_both();
+  constexpr ServiceId kSvc = 9;
+  auto server = RpcEndpoint::create(b_.ep->messenger(), kSvc, rpc_options(kB));
+  ASSERT_TRUE(server.ok());
+  std::vector<RpcResponder> held;
+  (*server)->handle(
+      kPut, [&](const RpcRequest&, RpcResponder reply) { held.push_back(std::move(reply)); });
+  std::vector<std::string> got;
+  for (int round = 0; round < 2; ++round) {
+    // The first endpoint goes with its call 1 still held by the server.
+    auto client = RpcEndpoint::create(a_.ep->messenger(), kSvc, rpc_options(kA));
+    ASSERT_TRUE(client.ok());
+    auto id = (*client)->call(kB, kPut, bytes_of("v"),
+                              {.deadline = loop_->now() + std::chrono::seconds(5)},
+                              [&, round](RpcResponse r) {
+                                if (round == 1) got.push_back(string_of(r.body));
+                              });
+    ASSERT_TRUE(id.ok());
+    EXPECT_EQ(id.value(), 1u);
+    ASSERT_TRUE(run([&] { return held.size() == static_cast<std::size_t>(round) + 1; }));
+    if (round == 0) continue;
+    held[0].ok(bytes_of("to the first endpoint"));
+    held[1].ok(bytes_of("to the second endpoint"));
+    ASSERT_TRUE(run([&] { return !got.empty(); }));
+    loop_->run_for([] { return false; }, std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], "to the second endpoint");
 }
 
 TEST_F(RpcDedupeTest, ARetryOfTheSameMethodInTheSessionIsAnsweredFromTheTable) {
