@@ -237,6 +237,7 @@ void RpcEndpoint::Impl::fail_calls(NodeId peer, std::error_code why) {
 void RpcEndpoint::Impl::shutdown() {
   shut_ = true;
   flush_backlog(0, true);  // waiting requests are answered shutting_down now
+  answer_waiting();        // and those behind held replies
   calls_failed_ = true;
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
 }

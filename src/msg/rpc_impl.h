@@ -290,6 +290,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void flush_held(NodeId peer);
   void wait_for_replies(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
                         std::span<const std::byte> body);
+  bool replies_held() const;  // any peer's (a drain waits for them)
+  void answer_waiting();      // every waiting request answered shutting_down (a drain)
   // The server's cookie for the session with `peer` (0: none): the incarnation a dedupe
   // entry belongs to.
   std::uint64_t session_of(NodeId peer) const;

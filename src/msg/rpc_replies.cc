@@ -129,6 +129,26 @@ void RpcEndpoint::Impl::flush_held(NodeId peer) {
     serve(d.from, pc, d.header, d.body, d.rx, false, true);
   }
   update_pause(peer, pc);
+  check_drained();
+}
+
+bool RpcEndpoint::Impl::replies_held() const {
+  for (const auto& [peer, pc] : peers_) {
+    if (!pc.held.empty()) return true;
+  }
+  return false;
+}
+
+void RpcEndpoint::Impl::answer_waiting() {
+  for (auto& [peer, pc] : peers_) {
+    std::deque<Deferred> waiting = std::move(pc.waiting);
+    pc.waiting.clear();
+    pc.waiting_bytes = 0;
+    for (const Deferred& d : waiting) {
+      send_reply(peer, d.header.id, msg::RpcStatus::shutting_down, 0, {}, nullptr);
+    }
+    update_pause(peer, pc);
+  }
 }
 
 }  // namespace rmsg
