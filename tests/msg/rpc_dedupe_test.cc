@@ -155,6 +155,19 @@ TEST_F(RpcDedupeTest, ARetryOfTheSameMethodInTheSessionIsAnsweredFromTheTable) {
   EXPECT_EQ(puts_, 2);
 }
 
+TEST_F(RpcDedupeTest, ARetryAfterAReconnectTheSessionSurvivedIsAnsweredFromTheTable) {
+  start_both();
+  serve_put(*b_.ep);
+  EXPECT_EQ(string_of(put_once().body), "run 1");
+  const CallId first = last_id_;
+  a_.connect_faults->reset();  // the connection breaks; the lossless session carries on
+  ASSERT_TRUE(run([&] { return a_.count(Kind::disconnected) >= 1; }));
+  EXPECT_EQ(string_of(put_once(first).body), "run 1");
+  EXPECT_EQ(puts_, 1);
+  EXPECT_EQ(a_.count(Kind::reset), 0);
+  EXPECT_EQ(b_.count(Kind::reset), 0);
+}
+
 TEST_F(RpcDedupeTest, AResetForAnyCauseForgetsThePeersReplies) {
   RpcOptions oa = rpc_options(kA);
   oa.messenger.default_policy = SessionPolicy::lossy;
