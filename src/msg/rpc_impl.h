@@ -86,6 +86,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     // Its replies that found its session queue full, oldest first (rpc_replies.cc): they
     // go out before any later one, and pause reading the peer until they are queued.
     std::deque<std::vector<std::byte>> held;
+    std::uint64_t held_session = 0;  // the session they are for (session_of())
     // Its requests read while replies are held, unrun (copies), oldest first; past
     // max_pending_requests of them or session_max_bytes the peer is no longer read.
     std::deque<Deferred> waiting;
@@ -291,7 +292,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void wait_for_replies(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
                         std::span<const std::byte> body);
   bool replies_held() const;  // any peer's (a drain waits for them)
-  void answer_waiting();      // every waiting request answered shutting_down (a drain)
+  // The peer's held replies and waiting requests belong to a session that went without a
+  // reset event (Messenger::mark_down): dropped, not sent to its successor.
+  void drop_stale_held(NodeId peer, PeerCounters& pc);
+  void answer_waiting();  // every waiting request answered shutting_down (a drain)
   // The server's cookie for the session with `peer` (0: none): the incarnation a dedupe
   // entry belongs to.
   std::uint64_t session_of(NodeId peer) const;

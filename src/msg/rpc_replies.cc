@@ -18,7 +18,8 @@
 // A reply that can never fit (over max_message_size, session_max_bytes or
 // total_max_bytes) is answered too_large instead: the caller gets a named error, not a
 // deadline. A session reset drops the held replies with the rest of the peer's state (its
-// calls fail with session_reset at the caller).
+// calls fail with session_reset at the caller); so does a new session that came without
+// a reset (after Messenger::mark_down): the replies are for ids of the old one.
 //
 // Threading: the shard's loop.
 #include <utility>
@@ -91,7 +92,17 @@ void RpcEndpoint::Impl::queue_reply(NodeId to, std::vector<std::byte> bytes) {
   }
   // Behind the replies already waiting (they keep their order), or the first to wait.
   counters_.counter("rpc.server.replies_held").add();
+  if (pc.held.empty()) pc.held_session = session_of(to);
   pc.held.push_back(std::move(bytes));
+}
+
+void RpcEndpoint::Impl::drop_stale_held(NodeId peer, PeerCounters& pc) {
+  counters_.counter("rpc.server.reply_dropped").add(pc.held.size());
+  pc.held.clear();
+  pc.waiting.clear();
+  pc.waiting_bytes = 0;
+  update_pause(peer, pc);
+  check_drained();
 }
 
 void RpcEndpoint::Impl::wait_for_replies(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
@@ -107,6 +118,7 @@ void RpcEndpoint::Impl::flush_held(NodeId peer) {
   auto it = peers_.find(peer);
   if (it == peers_.end() || it->second.held.empty() || closed()) return;
   PeerCounters& pc = it->second;
+  if (session_of(peer) != pc.held_session) return drop_stale_held(peer, pc);
   while (!pc.held.empty()) {
     std::vector<std::byte>& front = pc.held.front();
     const Push p = push(*shard_, messenger_->options(), peer, front, lane_for(front.size()));

@@ -19,7 +19,8 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   }
   // Behind replies that wait for room: its handler runs once they are queued.
   if (!pc.held.empty() || !pc.waiting.empty()) [[unlikely]] {
-    return wait_for_replies(from, pc, h, body);
+    if (session_of(from) == pc.held_session) return wait_for_replies(from, pc, h, body);
+    drop_stale_held(from, pc);
   }
   serve(from, pc, h, body, *rx_time_, false);
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "msg/rpc_real_fixture.h"
@@ -129,6 +130,40 @@ TEST_F(RpcTcpRepliesDrainTest, GracefulShutdownSendsTheHeldReplies) {
   for (const auto& [why, count] : errors) ADD_FAILURE() << count << " failed: " << why;
   EXPECT_GE(ok, 64);  // the replies held or queued when the drain began
   EXPECT_EQ(b_.counter("rpc.drain_left_pending"), 0u);
+}
+
+// Replies held for a session the server then forgot (mark_down: no reset event) are not
+// sent to the next session, and do not hold its requests: the caller's next call is
+// answered.
+TEST_F(RpcTcpRepliesDrainTest, HeldRepliesOfAForgottenSessionDoNotBlockTheNext) {
+  start(a_, kA);
+  start(b_, kB);
+  ConnectionParams pb = params();
+  pb.peer = SocketAddress::parse(b_.address).value();
+  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
+  const std::vector<std::byte> value(std::size_t{1} << 20, std::byte{'v'});
+  b_.ep->handle(kGet, [&](const RpcRequest&, RpcResponder reply) { reply.ok(value); });
+  b_.ep->handle(1, [](const RpcRequest& r, RpcResponder reply) { reply.ok(r.body); });
+  int done = 0;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(a_.ep
+                    ->call(kB, kGet, {}, {.deadline = loop_->now() + std::chrono::seconds(60)},
+                           [&](RpcResponse) { ++done; })
+                    .ok());
+  }
+  ASSERT_TRUE(loop_->run_for([&] { return b_.counter("rpc.server.replies_held") >= 1; },
+                             std::chrono::seconds(30)));
+  b_.ep->messenger().mark_down(kA);
+  ASSERT_TRUE(loop_->run_for([&] { return done == 100; }, std::chrono::seconds(60)));
+  std::optional<RpcResponse> got;
+  ASSERT_TRUE(a_.ep
+                  ->call(kB, 1, bytes_of("next"),
+                         {.deadline = loop_->now() + std::chrono::seconds(10)},
+                         [&](RpcResponse r) { got = std::move(r); })
+                  .ok());
+  ASSERT_TRUE(loop_->run_for([&] { return got.has_value(); }, std::chrono::seconds(20)));
+  EXPECT_FALSE(got->error) << got->error.message();
+  EXPECT_EQ(string_of(got->body), "next");
 }
 
 }  // namespace
