@@ -24,16 +24,6 @@ constexpr std::size_t kValue = std::size_t{256} << 10;
 constexpr std::size_t kValue = std::size_t{1} << 20;
 #endif
 
-class RpcRepliesTcpTest : public RpcRealTest, public ::testing::WithParamInterface<int> {
- protected:
-  ConnectionParams params() const override {
-    ConnectionParams p;
-    p.transport = Transport::tcp;
-    return p;
-  }
-  std::string host() const override { return "127.0.0.1"; }
-};
-
 class RpcTcpRepliesDrainTest : public RpcRealTest {
  protected:
   ConnectionParams params() const override {
@@ -42,20 +32,27 @@ class RpcTcpRepliesDrainTest : public RpcRealTest {
     return p;
   }
   std::string host() const override { return "127.0.0.1"; }
+  // A calls B; B's queue holds 64 values (the default 64 MiB with 1 MiB values).
+  void start_pair() {
+    start(a_, kA);
+    RpcOptions ob = rpc_options(kB);
+    ob.messenger.session_max_bytes = 64 * kValue;
+    auto ep = RpcAccess::create(*loop_, ob, std::make_unique<KillableStreams>(*loop_), {});
+    ASSERT_TRUE(ep.ok());
+    b_.ep = std::move(ep).value();
+    auto bound = b_.ep->messenger().listen(SocketAddress::parse("127.0.0.1:0").value(), params());
+    ASSERT_TRUE(bound.ok());
+    ConnectionParams pb = params();
+    pb.peer = SocketAddress::parse(bound.value()).value();
+    ASSERT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
+  }
 };
 
+class RpcRepliesTcpTest : public RpcTcpRepliesDrainTest,
+                          public ::testing::WithParamInterface<int> {};
+
 TEST_P(RpcRepliesTcpTest, ConcurrentOneMiBGetsAreEachAnswered) {
-  start(a_, kA);
-  RpcOptions ob = rpc_options(kB);
-  ob.messenger.session_max_bytes = 64 * kValue;  // the default with 1 MiB values
-  auto ep = RpcAccess::create(*loop_, ob, std::make_unique<KillableStreams>(*loop_), {});
-  ASSERT_TRUE(ep.ok());
-  b_.ep = std::move(ep).value();
-  auto bound = b_.ep->messenger().listen(SocketAddress::parse("127.0.0.1:0").value(), params());
-  ASSERT_TRUE(bound.ok());
-  ConnectionParams pb = params();
-  pb.peer = SocketAddress::parse(bound.value()).value();
-  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
+  start_pair();
   const std::vector<std::byte> value(kValue, std::byte{'v'});
   b_.ep->handle(kGet, [&](const RpcRequest&, RpcResponder reply) { reply.ok(value); });
   const int n = GetParam();
@@ -96,12 +93,8 @@ INSTANTIATE_TEST_SUITE_P(Gets, RpcRepliesTcpTest, ::testing::Values(64, 100, 200
 // sent; requests still waiting behind them are answered shutting_down. Every call gets
 // its reply or that error; none times out or loses its session.
 TEST_F(RpcTcpRepliesDrainTest, GracefulShutdownSendsTheHeldReplies) {
-  start(a_, kA);
-  start(b_, kB);
-  ConnectionParams pb = params();
-  pb.peer = SocketAddress::parse(b_.address).value();
-  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
-  const std::vector<std::byte> value(std::size_t{1} << 20, std::byte{'v'});
+  start_pair();
+  const std::vector<std::byte> value(kValue, std::byte{'v'});
   b_.ep->handle(kGet, [&](const RpcRequest&, RpcResponder reply) { reply.ok(value); });
   constexpr int kCalls = 100;
   int ok = 0, shutting_down = 0;
@@ -136,12 +129,8 @@ TEST_F(RpcTcpRepliesDrainTest, GracefulShutdownSendsTheHeldReplies) {
 // sent to the next session, and do not hold its requests: the caller's next call is
 // answered.
 TEST_F(RpcTcpRepliesDrainTest, HeldRepliesOfAForgottenSessionDoNotBlockTheNext) {
-  start(a_, kA);
-  start(b_, kB);
-  ConnectionParams pb = params();
-  pb.peer = SocketAddress::parse(b_.address).value();
-  ASSERT_TRUE(a_.ep->messenger().add_peer(kB, pb).ok());
-  const std::vector<std::byte> value(std::size_t{1} << 20, std::byte{'v'});
+  start_pair();
+  const std::vector<std::byte> value(kValue, std::byte{'v'});
   b_.ep->handle(kGet, [&](const RpcRequest&, RpcResponder reply) { reply.ok(value); });
   b_.ep->handle(1, [](const RpcRequest& r, RpcResponder reply) { reply.ok(r.body); });
   int done = 0;
