@@ -193,8 +193,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<void> send(NodeId peer, std::vector<std::byte> payload, std::uint16_t service = 0);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
-  // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess).
-  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
+  // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess). `payload` is
+  // taken only when queued: a refused one stays the caller's (RPC holds it for later).
+  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte>&& payload,
                                          const Messenger::SendOptions& options,
                                          bool draining_ok = false);
   // A send from another thread: the caller reserved its share (Admission::try_reserve); on
