@@ -58,7 +58,7 @@ class Tally {
 
 TEST(MessengerRelayThreads, AnAffinitylessConnectorIsServedOnTheOwnersThread) {
   constexpr std::size_t kBig = 3 * msg::kRelayCapacity / 2;
-  constexpr int kEach = 20;
+  constexpr int kEach = 8;
   auto loops = LoopThreads::create(2).value();
   auto net = std::make_shared<RoutedNet>();
   Tally at_server, at_client;
