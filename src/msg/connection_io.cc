@@ -77,13 +77,7 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
   // The last frame handled, its bytes no longer in use: back to the decoder, whose next
   // frame then needs no allocation.
   msg::Frame done;
-  if (Connection* c = find_connection(id);
-      c != nullptr && owns_ && c->role == Connection::Role::inbound && c->peer == 0 &&
-      c->state == Connection::State::handshake) {
-    // Past what a relay holds it is not needed whole: relay() then refuses.
-    const std::size_t keep = std::min(in.size(), msg::kRelayCapacity + 1 - std::min(msg::kRelayCapacity + 1, c->transcript.size()));
-    c->transcript.insert(c->transcript.end(), in.begin(), in.begin() + static_cast<std::ptrdiff_t>(keep));
-  }
+  if (owns_) keep_transcript(id, in);  // several shards: a hello may need relaying
   while (!in.empty()) {
     Connection* c = find_connection(id);
     if (c == nullptr) return false;

@@ -20,6 +20,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -276,6 +277,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // behind a relay, the owner shard handshakes again over the relayed bytes. False when
   // it cannot be (no front hooks, a handshake larger than the relay holds).
   bool relay(Connection& c, NodeId peer);
+  // Adds what an inbound connection read before its hello to its transcript.
+  void keep_transcript(ConnId id, std::span<const std::byte> in);
   void handshake_done(Connection& c);  // off the inbound handshakes' list
   void begin_handshake(Connection& c);
   void send_hello(Connection& c, Session& s);

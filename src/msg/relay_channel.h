@@ -35,8 +35,8 @@ class RelayChannel : public std::enable_shared_from_this<RelayChannel> {
   enum Side : std::size_t { kNear = 0, kFar = 1 };
   struct Pulled {
     std::size_t n = 0;
-    bool eof = false;      // n == 0: the pipe ended in order
-    std::error_code error; // n == 0: the pipe ended with this error
+    bool eof = false;       // n == 0: the pipe ended in order
+    std::error_code error;  // n == 0: the pipe ended with this error
   };
   RelayChannel(EventLoop& near_loop, EventLoop& far_loop, std::size_t capacity);
 
@@ -50,8 +50,8 @@ class RelayChannel : public std::enable_shared_from_this<RelayChannel> {
   // The error the pipe toward `from`'s peer ended with ({} while open or ended in order):
   // a writer on `from` fails with it.
   std::error_code write_error(Side from) const;
-  bool ended(Side to) const;      // the pipe toward `to` ended (its bytes may remain)
-  bool readable(Side to) const;   // bytes, EOF or an error to pull
+  bool ended(Side to) const;     // the pipe toward `to` ended (its bytes may remain)
+  bool readable(Side to) const;  // bytes, EOF or an error to pull
   std::size_t room(Side from) const;
 
   // The far side let go of its Stream (it reads and writes no more); wakes the near side.
@@ -61,7 +61,9 @@ class RelayChannel : public std::enable_shared_from_this<RelayChannel> {
   }
   bool is_far_closed() const { return far_closed_.load(std::memory_order_acquire); }
 
-  void set_handler(Side side, std::function<void()> handler) { handler_[side] = std::move(handler); }
+  void set_handler(Side side, std::function<void()> handler) {
+    handler_[side] = std::move(handler);
+  }
   void wake(Side side);
 
  private:

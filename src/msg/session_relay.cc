@@ -6,6 +6,7 @@
 // again from byte 0 over the bytes loop 0 read (replayed first), so one session exists,
 // on the owner, checked there as any other. Loop 0 already sent its banner; the owner's
 // (the same bytes) is skipped.
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -15,6 +16,19 @@
 #include "rmsg/log.h"
 
 namespace rmsg {
+
+void Messenger::Impl::keep_transcript(ConnId id, std::span<const std::byte> in) {
+  Connection* c = find_connection(id);
+  if (c == nullptr || c->role != Connection::Role::inbound || c->peer != 0 ||
+      c->state != Connection::State::handshake) {
+    return;
+  }
+  // Past what a relay holds it is not kept whole: relay() then refuses.
+  const std::size_t cap = msg::kRelayCapacity + 1;
+  const std::size_t keep = std::min(in.size(), cap - std::min(cap, c->transcript.size()));
+  c->transcript.insert(c->transcript.end(), in.begin(),
+                       in.begin() + static_cast<std::ptrdiff_t>(keep));
+}
 
 bool Messenger::Impl::relay(Connection& c, NodeId peer) {
   if (!owner_loop_ || !to_owner_ || shutting_down_) return false;
@@ -33,10 +47,11 @@ bool Messenger::Impl::relay(Connection& c, NodeId peer) {
   drop(id, false);  // its stream moved out: timers and handshake slot only
   const std::uint64_t key = next_relay_++;
   std::weak_ptr<Impl> weak = weak_from_this();
-  relays_.emplace(key, std::make_unique<msg::RelayPump>(
-                           std::move(real), std::move(channel), std::move(pending), [weak, key] {
-                             if (auto self = weak.lock()) self->relays_.erase(key);
-                           }));
+  relays_.emplace(key, std::make_unique<msg::RelayPump>(std::move(real), std::move(channel),
+                                                        std::move(pending), [weak, key] {
+                                                          if (auto self = weak.lock())
+                                                            self->relays_.erase(key);
+                                                        }));
   counters_.counter("msg.accepts.relayed").add_owned();
   RMSG_LOG(debug, "msg: node %llx: connection %llu: hello from %llx relayed to its owner",
            static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),

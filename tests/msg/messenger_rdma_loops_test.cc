@@ -269,12 +269,13 @@ TEST(MessengerRdmaLoops, AConnectorWithoutAffinityGetsOneSessionOnTheOwnersLoop)
   EventLoop& loop = peer_loops->loop(0);
   MessengerOptions po;
   po.node_id = id;
-  auto peer = MessengerAccess::create(loop, po, std::make_unique<NoAffinityStreams>(loop),
-                                      [&](NodeId, std::span<const std::byte> p) {
-                                        tally.note(tally.last_at_peer, id, p, loop.in_loop_thread());
-                                      },
-                                      {})
-                  .value();
+  auto peer =
+      MessengerAccess::create(loop, po, std::make_unique<NoAffinityStreams>(loop),
+                              [&](NodeId, std::span<const std::byte> p) {
+                                tally.note(tally.last_at_peer, id, p, loop.in_loop_thread());
+                              },
+                              {})
+          .value();
   ASSERT_TRUE(peer->add_peer(kHub, rdma_to(hub_addr)).ok());
   hub_loops->start();
   peer_loops->start();

@@ -7,8 +7,8 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "msg/messenger_front.h"
@@ -77,13 +77,11 @@ TEST(MessengerRelayThreads, AnAffinitylessConnectorIsServedOnTheOwnersThread) {
           .value();
   NodeId peer = 100;
   while (MessengerAccess::front(*server).owner(peer) != 1) ++peer;
-  auto client = MessengerAccess::create(loops->loop(0), relay_opts(peer),
-                                        std::make_unique<RoutedStreams>(loops->loop(0), net, false),
-                                        [&](NodeId, std::span<const std::byte>) {
-                                          at_client.one();
-                                        },
-                                        {})
-                    .value();
+  auto client =
+      MessengerAccess::create(loops->loop(0), relay_opts(peer),
+                              std::make_unique<RoutedStreams>(loops->loop(0), net, false),
+                              [&](NodeId, std::span<const std::byte>) { at_client.one(); }, {})
+          .value();
   ASSERT_TRUE(server->listen(rdma_params().peer, rdma_params()).ok());
   ASSERT_TRUE(client->add_peer(kServer, rdma_params()).ok());
   loops->start();

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "kit/loopback.h"
-#include "rmsg/messenger.h"
 #include "msg/seams.h"
+#include "rmsg/messenger.h"
 #include "rmsg/stream.h"
 
 namespace rmsg::testing {
