@@ -77,6 +77,7 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
   // The last frame handled, its bytes no longer in use: back to the decoder, whose next
   // frame then needs no allocation.
   msg::Frame done;
+  if (owns_) keep_transcript(id, in);  // several shards: a hello may need relaying
   while (!in.empty()) {
     Connection* c = find_connection(id);
     if (c == nullptr) return false;

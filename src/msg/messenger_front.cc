@@ -76,6 +76,12 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
     for (std::size_t i = 0; i < f->shards_.size(); ++i) {
       f->shards_[i].impl->on_total_room_ = [f, i] { f->total_room(i); };
       f->shards_[i].impl->owns_ = [f, i](NodeId peer) { return f->owner(peer) == i; };
+      f->shards_[i].impl->owner_loop_ = [f](NodeId peer) -> EventLoop& {
+        return *f->shards_[f->owner(peer)].loop;
+      };
+      f->shards_[i].impl->to_owner_ = [f](NodeId peer, Stream s, Transport t) {
+        f->relay(peer, std::move(s), t);
+      };
     }
   }
   return front;
@@ -256,6 +262,16 @@ Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address
   std::string bound = l.value().local_address();
   shards_[0].impl->listeners_.push_back(std::move(l).value());
   return bound;
+}
+
+void Messenger::Front::relay(NodeId peer, Stream stream, Transport transport) {
+  // Posted even to this loop: the owner's handshake starts outside the hello's handling.
+  Shard& sh = shards_[owner(peer)];
+  std::weak_ptr<Messenger::Impl> weak = sh.impl;
+  auto held = std::make_shared<Stream>(std::move(stream));
+  sh.loop->post([weak, held, transport] {
+    if (auto self = weak.lock()) self->on_accepted(std::move(*held), transport);
+  });
 }
 
 void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp,

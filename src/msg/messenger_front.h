@@ -80,6 +80,8 @@ class Messenger::Front {
   Result<std::string> listen_routed(const SocketAddress& address, const ConnectionParams& params);
   // An accepted TCP socket to shard i, wrapped there with its lease (AcceptRouter's
   // handoff: the listener's manager counts it until the stream there is released).
+  // A relayed connection (session_relay.cc) to the shard that owns `peer`, on its loop.
+  void relay(NodeId peer, Stream stream, Transport transport);
   void hand_over(std::size_t i, int fd, const TcpOptions& tcp, std::shared_ptr<void> lease);
 
   MessengerOptions options_;

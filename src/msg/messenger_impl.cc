@@ -94,6 +94,7 @@ void Messenger::Impl::shutdown() {
   drain_done_ = nullptr;
   for (auto& l : listeners_) l.close();
   listeners_.clear();
+  relays_.clear();  // their owners see connection_reset
   std::vector<ConnId> ids;
   ids.reserve(conns_.size());
   for (auto& [id, c] : conns_) ids.push_back(id);

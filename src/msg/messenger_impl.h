@@ -20,6 +20,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "msg/out_queue.h"
 #include "msg/reassembly.h"
 #include "msg/reconnect_decision.h"
+#include "msg/relay_pump.h"
 #include "msg/seams.h"
 #include "msg/session_frames.h"
 #include "msg/transport_policy.h"
@@ -147,6 +149,9 @@ struct Connection {
   bool pump_deferred = false;            // a pump() continuation is queued on the loop
   Transport transport = Transport::tcp;  // outbound: of its params; inbound: its listener's
   std::vector<std::byte> stash;          // read while its session's reading was paused
+  // Inbound on a shard of several, until its hello is handled: every byte read, replayed
+  // to the owner shard if the hello names another shard's peer (session_relay.cc).
+  std::vector<std::byte> transcript;
   // session_takeover.cc. Open: a hello claiming the peer restarted waits (connection
   // `probe_for`) for this connection to answer the keepalive stamped `probe_stamp`.
   ConnId probe_for = 0;
@@ -268,6 +273,12 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // session_handshake.cc: banner, hello, decision, welcome.
   void on_connected(ConnId id, Result<Stream> stream);
   void on_accepted(Stream stream, Transport transport = Transport::tcp);
+  // An inbound connection whose hello names another shard's peer: its stream stays here
+  // behind a relay, the owner shard handshakes again over the relayed bytes. False when
+  // it cannot be (no front hooks, a handshake larger than the relay holds).
+  bool relay(Connection& c, NodeId peer);
+  // Adds what an inbound connection read before its hello to its transcript.
+  void keep_transcript(ConnId id, std::span<const std::byte> in);
   void handshake_done(Connection& c);  // off the inbound handshakes' list
   void begin_handshake(Connection& c);
   void send_hello(Connection& c, Session& s);
@@ -394,9 +405,16 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   std::function<void()> on_total_room_;
   // Set by the front over several loops: whether a peer's session belongs on this shard.
   // An accepted connection whose hello names another shard's peer (an RDMA connect sent
-  // without the affinity that routes it) is refused: its session would split from the
-  // owner's (counted msg.accepts.wrong_loop).
+  // without the affinity that routes it) is relayed to the owner (session_relay.cc): its
+  // session there, not a second one here.
   std::function<bool(NodeId)> owns_;
+  // Set with owns_: the owner's loop, and the hand-over of a relayed stream to the owner
+  // shard (posted; it runs on_accepted there, with the transport loop 0 accepted it over).
+  std::function<EventLoop&(NodeId)> owner_loop_;
+  std::function<void(NodeId, Stream, Transport)> to_owner_;
+  // The relays this shard keeps the real streams of (session_relay.cc).
+  std::unordered_map<std::uint64_t, std::unique_ptr<msg::RelayPump>> relays_;
+  std::uint64_t next_relay_ = 1;
   // Peers of this shard in a refusal episode that have no session (refused_elsewhere):
   // one entry per episode, so at most one per peer.
   std::vector<NodeId> refused_without_session_;

@@ -170,10 +170,12 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
     return fail(id, make_error_code(MessengerErrc::bad_payload));
   }
   if (owns_ && !owns_(h.node)) {
+    if (relay(c, h.node)) return;
     counters_.counter("msg.accepts.wrong_loop").add_owned();
     drop(id, true);
     return;
   }
+  c.transcript = {};
   c.peer = h.node;
   Session* s = find_session(h.node);
   msg::SessionView v;

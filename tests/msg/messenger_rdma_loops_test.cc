@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "msg/seams.h"
+#include "rmsg/connection_manager.h"
 #include "rmsg/loop_threads.h"
 #include "rmsg/messenger.h"
 
@@ -217,6 +219,96 @@ TEST(MessengerRdmaLoops, AcceptedRdmaConnectionsAreRecordedAsRdmaAndNotProbed) {
   EXPECT_EQ(hub->counter_total("msg.switches.to_tcp"), 0u);
   hub.reset();
   peers.clear();
+}
+
+// A connector's streams as an rmsg that predates the affinity field (or a connector that
+// is no messenger) makes them: its connect requests carry no affinity.
+class NoAffinityStreams final : public StreamFactory {
+ public:
+  explicit NoAffinityStreams(EventLoop& loop) : cm_(ConnectionManager::create(loop).value()) {}
+  void connect(const ConnectionParams& params, ConnectCallback done) override {
+    cm_->connect(params, std::move(done));
+  }
+  Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
+                          AcceptCallback on_accept) override {
+    return cm_->listen(address, params, std::move(on_accept));
+  }
+  Result<Listener> listen_routed(const SocketAddress& /*address*/,
+                                 const ConnectionParams& /*params*/,
+                                 std::span<StreamFactory* const> /*shards*/,
+                                 std::function<std::size_t(std::uint64_t)> /*owner*/,
+                                 std::vector<AcceptCallback> /*accepted*/) override {
+    return make_error_code(Errc::invalid_argument);
+  }
+  void set_affinity(std::uint64_t /*affinity*/) override {}
+
+ private:
+  std::unique_ptr<ConnectionManager> cm_;
+};
+
+// #14: a connector without affinity lands on loop 0; the peer is loop 1's. Loop 0 relays
+// the connection to loop 1 (msg.accepts.relayed): one session, on loop 1, its messages
+// dispatched on loop 1's thread, and the hub's replies reach the peer.
+TEST(MessengerRdmaLoops, AConnectorWithoutAffinityGetsOneSessionOnTheOwnersLoop) {
+  const char* host = std::getenv("RMSG_RDMA_ADDR");
+  ASSERT_NE(host, nullptr) << "RMSG_RDMA_ADDR is not set: run in the Soft-RoCE guest";
+  Tally tally;
+  auto hub_loops = LoopThreads::create(2).value();
+  auto peer_loops = LoopThreads::create(1).value();
+  std::unique_ptr<Messenger> hub;
+  MessengerOptions ho;
+  ho.node_id = kHub;
+  hub = Messenger::create(hub_loops->loops(), ho, [&](NodeId from, std::span<const std::byte> p) {
+          tally.note(tally.last_at_hub, from, p, hub_loops->loop(1).in_loop_thread());
+        }).value();
+  const auto any = SocketAddress::from_host_port(host, 0).value();
+  const std::string hub_addr = hub->listen(any, rdma_to(std::string(host) + ":1")).value();
+  NodeId id = 2;
+  while (&hub->loop_of(id) != &hub_loops->loop(1)) ++id;
+  ASSERT_LT(id, static_cast<NodeId>(kPeers + 2));  // Tally's tables
+  EventLoop& loop = peer_loops->loop(0);
+  MessengerOptions po;
+  po.node_id = id;
+  auto peer =
+      MessengerAccess::create(loop, po, std::make_unique<NoAffinityStreams>(loop),
+                              [&](NodeId, std::span<const std::byte> p) {
+                                tally.note(tally.last_at_peer, id, p, loop.in_loop_thread());
+                              },
+                              {})
+          .value();
+  ASSERT_TRUE(peer->add_peer(kHub, rdma_to(hub_addr)).ok());
+  hub_loops->start();
+  peer_loops->start();
+  for (std::uint64_t n = 1; n <= kEach; ++n) {
+    ASSERT_TRUE(peer->send(kHub, numbered(n)).ok());
+    ASSERT_TRUE(hub->send(id, numbered(n)).ok());
+  }
+  {
+    std::unique_lock lock(tally.mu);
+    ASSERT_TRUE(tally.cv.wait_for(lock, 60s, [&] { return tally.delivered == 2 * kEach; }))
+        << tally.delivered << " delivered, refused on the wrong loop "
+        << hub->counter_total("msg.accepts.wrong_loop");
+  }
+  EXPECT_EQ(tally.out_of_order, 0u);
+  EXPECT_EQ(tally.wrong_thread, 0u);
+  EXPECT_EQ(tally.last_at_hub[id], kEach);
+  EXPECT_EQ(tally.last_at_peer[id], kEach);
+  std::uint64_t relayed = 0, sessions[2] = {0, 0};
+  hub_loops->run_sync(0, [&] {
+    relayed = hub->counters(0).value("msg.accepts.relayed");
+    sessions[0] = hub->counters(0).value("msg.sessions");
+  });
+  hub_loops->run_sync(1, [&] { sessions[1] = hub->counters(1).value("msg.sessions"); });
+  EXPECT_EQ(relayed, 1u);
+  EXPECT_EQ(sessions[0], 0u);
+  EXPECT_EQ(sessions[1], 1u);
+  std::optional<Messenger::SessionInfo> theirs;
+  hub_loops->run_sync(1, [&] { theirs = hub->session_info(id); });
+  ASSERT_TRUE(theirs.has_value());
+  EXPECT_EQ(theirs->transport, Transport::rdma);
+  EXPECT_EQ(hub->counter_total("msg.resets") + peer->counter_total("msg.resets"), 0u);
+  hub.reset();
+  peer.reset();
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "kit/seed.h"
 #include "msg/messenger_front.h"
 #include "msg/msg_harness.h"
+#include "msg/routed_streams.h"
 
 namespace rmsg::testing {
 namespace {
@@ -21,58 +22,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr NodeId kServer = 1;
-
-// What the listening messenger's listen_routed registered: the connectors' factories
-// deliver to it.
-struct RoutedNet {
-  std::function<std::size_t(std::uint64_t)> owner;
-  std::vector<AcceptCallback> accepted;
-};
-
-class RoutedStreams final : public StreamFactory {
- public:
-  RoutedStreams(EventLoop& loop, std::shared_ptr<RoutedNet> net, bool send_affinity)
-      : loop_(loop), net_(std::move(net)), send_affinity_(send_affinity) {}
-
-  // A pair: one end to the connector, the other to the shard the affinity names, or to
-  // shard 0 without one (as ManagerStreams' router does). Never inside this call.
-  void connect(const ConnectionParams& /*params*/, ConnectCallback done) override {
-    auto pair = std::make_shared<std::pair<Stream, Stream>>(loopback_pair(loop_));
-    const std::uint64_t affinity = send_affinity_ ? affinity_ : 0;
-    loop_.defer([net = net_, affinity, pair, done = std::move(done)] {
-      if (net->accepted.empty()) return done(make_error_code(Errc::connection_refused));
-      const std::size_t target = affinity == 0 ? 0 : net->owner(affinity) % net->accepted.size();
-      net->accepted[target](std::move(pair->second));
-      done(std::move(pair->first));
-    });
-  }
-  Result<Listener> listen(const SocketAddress& address, const ConnectionParams& /*params*/,
-                          AcceptCallback on_accept) override {
-    return loopback_listen(loop_, "plain", address.port(), {}, std::move(on_accept));
-  }
-  Result<Listener> listen_routed(const SocketAddress& address, const ConnectionParams& /*params*/,
-                                 std::span<StreamFactory* const> /*shards*/,
-                                 std::function<std::size_t(std::uint64_t)> owner,
-                                 std::vector<AcceptCallback> accepted) override {
-    net_->owner = std::move(owner);
-    net_->accepted = std::move(accepted);
-    return loopback_listen(loop_, "routed", address.port(), {}, [](Stream) {});
-  }
-  void set_affinity(std::uint64_t affinity) override { affinity_ = affinity; }
-
- private:
-  EventLoop& loop_;
-  std::shared_ptr<RoutedNet> net_;
-  bool send_affinity_;
-  std::uint64_t affinity_ = 0;
-};
-
-ConnectionParams rdma_params() {
-  ConnectionParams p;
-  p.transport = Transport::rdma;
-  p.peer = SocketAddress::parse("127.0.0.1:7").value();
-  return p;
-}
 
 MessengerOptions opts(NodeId id) {
   MessengerOptions o;
@@ -139,27 +88,42 @@ TEST_F(MessengerRouted, AnRdmaConnectionAcceptedOverSeveralLoopsIsRecordedAsRdma
 }
 
 // #14: a connect request without affinity lands on shard 0. A hello from a peer that shard
-// owns makes its one session there; one from a peer of shard 1 is refused and counted
-// (its session there would split from shard 1's, where the server's sends to it go).
-TEST_F(MessengerRouted, AnAffinitylessHelloIsServedOnlyByTheShardThatOwnsThePeer) {
+// owns makes its one session there; one from a peer of shard 1 is relayed to shard 1, which
+// holds its one session: messages both ways, the server's reply delivered.
+TEST_F(MessengerRouted, AnAffinitylessHelloIsServedByTheShardThatOwnsThePeer) {
   const NodeId mine = owned_by(0, 100);
   auto a = client(mine, false);
   ASSERT_TRUE(a->send(kServer, numbered(1)).ok());
   ASSERT_TRUE(loop_->run_for(
       [&] { return std::count(delivered_.begin(), delivered_.end(), mine) == 1; }, 10s));
-  EXPECT_EQ(server_->counter_total("msg.accepts.wrong_loop"), 0u);
+  EXPECT_EQ(server_->counter_total("msg.accepts.relayed"), 0u);
   delivered_.clear();
 
   const NodeId other = owned_by(1, 100);
-  auto b = client(other, false);
-  ASSERT_TRUE(b->send(kServer, numbered(1)).ok());
-  ASSERT_TRUE(loop_->run_for(
-      [&] { return server_->counter_total("msg.accepts.wrong_loop") >= 2 || !delivered_.empty(); },
-      10s));
-  EXPECT_TRUE(delivered_.empty()) << "shard 0 made a session for shard 1's peer";
+  std::size_t replies = 0;
+  auto b = MessengerAccess::create(*loop_, opts(other),
+                                   std::make_unique<RoutedStreams>(*loop_, net_, false),
+                                   [&](NodeId from, std::span<const std::byte>) {
+                                     if (from == kServer) ++replies;
+                                   },
+                                   {})
+               .value();
+  ASSERT_TRUE(b->add_peer(kServer, rdma_params()).ok());
+  for (std::uint64_t i = 1; i <= 3; ++i) ASSERT_TRUE(b->send(kServer, numbered(i)).ok());
+  ASSERT_TRUE(loop_->run_for([&] { return delivered_.size() >= 3; }, 10s))
+      << "wrong_loop " << server_->counter_total("msg.accepts.wrong_loop");
+  for (std::uint64_t i = 1; i <= 2; ++i) ASSERT_TRUE(server_->send(other, numbered(i)).ok());
+  ASSERT_TRUE(loop_->run_for([&] { return replies == 2; }, 10s));
+  EXPECT_EQ(std::count(delivered_.begin(), delivered_.end(), other), 3);
+  EXPECT_EQ(server_->counters(0).value("msg.accepts.relayed"), 1u);
+  EXPECT_EQ(server_->counter_total("msg.accepts.wrong_loop"), 0u);
   EXPECT_EQ(server_->counters(0).value("msg.opened"), 1u);  // the first client's only
-  EXPECT_EQ(server_->counters(1).value("msg.opened"), 0u);
-  EXPECT_FALSE(server_->session_info(other).has_value() && server_->session_info(other)->connected);
+  EXPECT_EQ(server_->counters(1).value("msg.opened"), 1u);  // the relayed one's
+  auto info = server_->session_info(other);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(info->connected);
+  EXPECT_EQ(info->transport, Transport::rdma);
+  EXPECT_EQ(b->counter_total("msg.resets"), 0u);
 }
 
 // #18: a window beyond what a receiver delivers ahead of in_seq (65536) is refused.
