@@ -69,7 +69,13 @@ function(rmsg_layer name)
   if(NOT arg_NO_SOURCES)
     add_library(${target} OBJECT)
     target_include_directories(${target} PRIVATE ${root})
-    set_target_properties(${target} PROPERTIES EXPORT_COMPILE_COMMANDS ON)
+    # Hidden by default: librmsg exports only what include/rmsg/ marks RMSG_EXPORT. PIC, so one
+    # set of objects makes the static and the shared library; -fno-semantic-interposition keeps
+    # exported functions inlinable inside the library, as they were before.
+    set_target_properties(${target} PROPERTIES EXPORT_COMPILE_COMMANDS ON
+      CXX_VISIBILITY_PRESET hidden C_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+      POSITION_INDEPENDENT_CODE ON)
+    target_compile_options(${target} PRIVATE -fno-semantic-interposition)
     if(RMSG_WITH_RDMA)
       target_compile_definitions(${target} PRIVATE RMSG_WITH_RDMA=1)
     endif()
@@ -95,7 +101,7 @@ endfunction()
 
 # Lowest first.
 #          layer   may use                                       public headers
-rmsg_layer(base                                                  HEADERS result.h log.h counters.h address.h)
+rmsg_layer(base                                                  HEADERS result.h log.h counters.h address.h export.h)
 rmsg_layer(loop    USES base                                     HEADERS event_loop.h loop_time.h loop_threads.h)
 rmsg_layer(stream  USES base loop                                HEADERS stream.h NO_SOURCES)
 rmsg_layer(tcp     USES base loop stream                         HEADERS tcp.h)
