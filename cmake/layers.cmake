@@ -9,18 +9,20 @@
 # is no -I for src/ or include/ on a layer, so "msg/x.h" in src/loop is "file not found".
 # tests/install/layer_probe.sh proves it on the real targets.
 #
-# rmsg_layer(NAME [USES layer...] [HEADERS public-header...] [NO_SOURCES] [RDMA])
+# rmsg_layer(NAME [USES layer...] [HEADERS public-header...] [NO_SOURCES] [OWN_LIBRARY] [RDMA])
 #   USES     the layers below it that NAME may include and link (no transitive closure:
 #            what it uses is spelled out)
 #   HEADERS  the headers of include/rmsg/ that belong to NAME
 #   NO_SOURCES  a layer of headers only (an INTERFACE library; no src/<layer>/CMakeLists.txt)
+#   OWN_LIBRARY  not part of librmsg: the layer's CMakeLists.txt makes its own library of it
+#               (the socket shim: librmsg-socket)
 #   RDMA     only in RMSG_WITH_RDMA builds (otherwise the layer has no sources; its public
 #            headers still exist for the layers above it)
 set_property(GLOBAL PROPERTY RMSG_LAYER_TABLE "")
 set(RMSG_LAYERS "")
 
 function(rmsg_layer name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "RDMA;NO_SOURCES" "" "USES;HEADERS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "RDMA;NO_SOURCES;OWN_LIBRARY" "" "USES;HEADERS")
   set(root ${CMAKE_BINARY_DIR}/layers/${name})
   file(REMOVE_RECURSE ${root})
   file(MAKE_DIRECTORY ${root}/rmsg)
@@ -91,6 +93,9 @@ function(rmsg_layer name)
     endif()
   endforeach()
   set(RMSG_LAYERS ${RMSG_LAYERS} ${name} PARENT_SCOPE)
+  if(arg_OWN_LIBRARY)
+    set(RMSG_LAYER_OWN_LIBRARY_${name} TRUE PARENT_SCOPE)
+  endif()
 endfunction()
 
 # rmsg_layer_include(TARGET LAYER): compile TARGET's sources against LAYER's include tree
@@ -110,8 +115,9 @@ rmsg_layer(rdmacm  USES base loop verbs                          RDMA)
 rmsg_layer(rdma    USES base loop stream verbs rdmacm            HEADERS rdma.h RDMA)
 rmsg_layer(cm      USES base loop stream tcp verbs rdmacm rdma   HEADERS connection_manager.h)
 rmsg_layer(msg     USES base loop stream tcp cm                  HEADERS messenger.h rpc.h)
-# The socket shim uses no other layer (docs/socket-shim.md).
-rmsg_layer(posix                                                 HEADERS socket.h)
+# The socket shim uses no other layer and is its own library, librmsg-socket, plus the
+# preload module (docs/socket-shim.md).
+rmsg_layer(posix                                                 HEADERS socket.h OWN_LIBRARY)
 
 # Every public header belongs to one layer.
 file(GLOB rmsg_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/rmsg
