@@ -16,8 +16,10 @@
 #   NO_SOURCES  a layer of headers only (an INTERFACE library; no src/<layer>/CMakeLists.txt)
 #   OWN_LIBRARY  not part of librmsg: the layer's CMakeLists.txt makes its own library of it
 #               (the socket shim: librmsg-socket)
-#   RDMA     only in RMSG_WITH_RDMA builds (otherwise the layer has no sources; its public
-#            headers still exist for the layers above it)
+#   RDMA     only in RMSG_WITH_RDMA builds (otherwise the layer has no target and its folder
+#            is reachable from no other layer). verbs and rdma are not RDMA layers: without
+#            RDMA their CMakeLists.txt compiles unavailable.cc, so the installed
+#            rmsg/rdma.h and rmsg/rdma_errors.h are defined (Errc::not_supported).
 set_property(GLOBAL PROPERTY RMSG_LAYER_TABLE "")
 set(RMSG_LAYERS "")
 
@@ -110,9 +112,9 @@ rmsg_layer(base                                                  HEADERS result.
 rmsg_layer(loop    USES base                                     HEADERS event_loop.h loop_time.h loop_threads.h)
 rmsg_layer(stream  USES base loop                                HEADERS stream.h NO_SOURCES)
 rmsg_layer(tcp     USES base loop stream                         HEADERS tcp.h)
-rmsg_layer(verbs   USES base loop                                HEADERS rdma_errors.h RDMA)
+rmsg_layer(verbs   USES base loop                                HEADERS rdma_errors.h)
 rmsg_layer(rdmacm  USES base loop verbs                          RDMA)
-rmsg_layer(rdma    USES base loop stream verbs rdmacm            HEADERS rdma.h RDMA)
+rmsg_layer(rdma    USES base loop stream verbs rdmacm            HEADERS rdma.h)
 rmsg_layer(cm      USES base loop stream tcp verbs rdmacm rdma   HEADERS connection_manager.h)
 rmsg_layer(msg     USES base loop stream tcp cm                  HEADERS messenger.h rpc.h)
 # The socket shim uses no other layer and is its own library, librmsg-socket, plus the
