@@ -18,10 +18,16 @@
 // and TCP connections, losing and doubling nothing (docs/messenger.md, Failover).
 //
 // A session reset (SessionEvent::reset) ends a session: the peer restarted (it presents a
-// new session cookie), our side was forgotten by the peer (it restarted), or a lossy
-// connection was lost. The event hands back the messages whose delivery is unknown
-// (written at least once, never acknowledged) apart from those never sent; numbering starts
-// again at 1 in the new session.
+// new session cookie), our side was forgotten by the peer (it restarted), a lossy
+// connection was lost, or the session had no connection for session_expiry
+// (MessengerErrc::session_expired: the peer is taken to be gone for good and the session is
+// forgotten; docs/messenger.md, Limits). A hello that claims its node restarted while
+// that node's connection answers keepalives is refused (MessengerErrc::duplicate_node) and
+// does not reset the session. There is no authentication: anyone who can reach a listener
+// can claim a node id whose connection is down (docs/messenger.md, Threat model). The
+// event hands back the messages whose delivery is unknown (written at least once, never
+// acknowledged) apart from those never sent; numbering starts again at 1 in the new
+// session.
 //
 // Services: every user of a messenger that talks to one peer shares one session with it.
 // Each message names its service (a u16 on the wire, 0 the default: the dispatch callback
@@ -109,6 +115,12 @@ enum class MessengerErrc {
   shutdown = 12,          // this messenger shut down or mark_down() dropped the session
   idle_timeout = 13,      // nothing received for idle_timeout (a half-open connection)
   bad_fragment = 14,      // a malformed fragment sequence (docs/protocol.md, fragments)
+  // reset: the session had no connection for session_expiry, or it was the oldest such
+  // session when max_sessions was reached (the peer is taken to be gone for good; a peer
+  // that comes back later starts a new session)
+  session_expired = 15,
+  not_reading = 16,     // the peer does not read our answers (past write_buffer)
+  duplicate_node = 17,  // refused: the node id has a healthy session with another cookie
 };
 RMSG_EXPORT const std::error_category& messenger_category() noexcept;
 inline std::error_code make_error_code(MessengerErrc e) noexcept {
@@ -146,7 +158,8 @@ struct RMSG_EXPORT MessengerOptions {
   std::size_t session_max_bytes = std::size_t{64} << 20;
   std::size_t total_max_messages = 65536;
   std::size_t total_max_bytes = std::size_t{256} << 20;
-  // Written on a connection and not yet acknowledged: the rest waits.
+  // Written on a connection and not yet acknowledged: the rest waits. window_messages is
+  // at most 65536 (what a receiver delivers ahead of its next in-order message).
   std::size_t window_messages = 1024;
   std::size_t window_bytes = std::size_t{16} << 20;
   // A standalone ack after this many messages delivered, or this long after the first of
@@ -168,6 +181,22 @@ struct RMSG_EXPORT MessengerOptions {
   Duration idle_timeout = std::chrono::seconds(10);
   // Our connect attempts in flight at once (connect + handshake); more wait their turn.
   std::size_t max_handshakes = 16;
+  // Sessions' lifetime (docs/messenger.md, Limits). A session without a connection for
+  // session_expiry (whether or not it is trying to connect) is reset with
+  // MessengerErrc::session_expired (SessionEvent::reset hands its messages back; RPC fails
+  // its calls with session_reset) and forgotten, its budget with it; a peer that comes back
+  // later starts a new session. Zero: never. At most max_sessions sessions exist at once
+  // (messenger-wide; 0: no bound): a hello that would make one more first evicts the
+  // session without a connection and without an address (add_peer) that lost its
+  // connection longest ago (reset as expired); with none such, the hello is refused (its
+  // connection closed, counted msg.sessions_refused). A send() to a new peer evicts
+  // likewise but is never refused for it.
+  Duration session_expiry = std::chrono::seconds(60);
+  std::size_t max_sessions = 16384;
+  // Accepted connections in their handshake (banner and hello not yet accepted) at once,
+  // per loop (0: no bound); one more closes the one waiting longest (counted
+  // msg.handshake.evicted), as the accept router does with max_accepts_waiting.
+  std::size_t max_inbound_handshakes = 256;
   // Over several loops: accepted TCP connections waiting for their hello on loop 0 (the
   // accept router, docs/messenger.md) at once; one more closes the one waiting longest
   // (counted as msg.route.evicted). Accepted connections in their handshake otherwise

@@ -48,7 +48,8 @@ struct RMSG_EXPORT RdmaOptions {
   std::uint32_t recv_block_size = 64 * 1024;
   std::uint32_t recv_block_count = 8;
   // Inline data requested at QP creation; the device may grant less (rxe: 512 at most),
-  // which is probed downwards. Messages up to the granted size are sent inline.
+  // which is probed downwards. Messages up to the granted size, and no longer than the
+  // peer's receive block, are sent inline.
   std::uint32_t inline_size = 256;
 
   // Transport retry parameters of the QP (RC): retransmissions before a send fails, RNR
@@ -64,6 +65,13 @@ struct RMSG_EXPORT RdmaOptions {
   // (connect request to established).
   std::chrono::milliseconds resolve_timeout{2000};
   std::chrono::milliseconds connect_timeout{5000};
+  // Listener (the options it was given; for a connection manager's routed accepts, the
+  // listen params'): connect requests accepted and not yet established that one loop
+  // holds at once. Each holds a QP, its CQs and registered rings (about 1 MiB at the
+  // default geometry) for up to connect_timeout, for an unauthenticated peer; a request
+  // beyond is rejected (reason `resources`, the peer sees Errc::resource_exhausted)
+  // before anything is built or taken from a pool. 0: no bound.
+  std::uint32_t max_inbound_handshakes = 32;
 
   // Liveness (docs/protocol.md, Keepalive). A stream that has posted no message for
   // keepalive_interval sends a KEEPALIVE (or, stalled on credits, a zero-length RDMA WRITE

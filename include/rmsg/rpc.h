@@ -21,8 +21,20 @@
 // A session reset (the peer restarted, or forgot us) fails that peer's outstanding calls
 // with RpcErrc::session_reset: whether they ran is unknown. An application that retries a
 // non-idempotent call passes CallOptions::retry_of, and a server that registered the
-// method with MethodOptions::dedupe answers the retry from its bounded table
-// (request id -> reply) instead of running the handler again.
+// method with MethodOptions::dedupe answers the retry from its bounded table (the reply
+// of the call with that id and method in the same session) instead of running the
+// handler again. That table is in memory and per session: a retry after a timeout or a
+// reconnect the session survived runs once; a retry after a session reset, or after the
+// server restarted, runs the handler again (at least once). Only a request marked as a
+// retry is looked up: a new call always runs, whatever an earlier caller with the same
+// node id and call id left behind.
+//
+// Every request gets its reply or its caller an error naming why (never silence): a reply
+// that does not fit in the server's session queue waits until it does, and the peer's
+// later requests wait unrun behind it (backpressure); one that can never fit fails its
+// call with RpcErrc::too_large. A notify() whose session resets before delivery is not
+// resent: it comes back RPC-framed in the sender's SessionEvent (reset: `unsent`, or
+// `unknown` when it may have been delivered) for the application to send again or drop.
 //
 // Threading (docs/messenger.md, RPC over several loops): the endpoint runs on the loops of
 // its messenger, one shard per loop; shard i serves the peers loop i owns
@@ -82,7 +94,8 @@ namespace rmsg {
 enum class RpcErrc {
   handler_error = 1,   // the handler answered with an error (RpcResponse::app_code)
   unknown_method = 2,  // the server has no handler for the method
-  too_large = 3,       // the request exceeds the server's max_request_size (or ours)
+  too_large = 3,       // the request exceeds the server's max_request_size (or ours), or the
+                       // reply can never fit the server's session queue
   shutting_down = 4,   // the server (or this endpoint) is shutting down
   timeout = 5,         // the deadline passed (here, or before the server's dispatch)
   cancelled = 6,       // cancel() (local only)
@@ -105,12 +118,16 @@ struct RMSG_EXPORT RpcResponse {
 
 struct RMSG_EXPORT CallOptions {
   Clock::time_point deadline{};  // required: absolute, in EventLoop::now()'s clock
-  CallId retry_of = 0;           // reuse this (finished) call's id: a deduplicated retry
+  // Reuse this (finished) call's id: a retry, answered from the server's dedupe table when
+  // the call's reply is there (same method, same session); else the handler runs.
+  CallId retry_of = 0;
 };
 
 struct RMSG_EXPORT MethodOptions {
-  // Keep the reply in the dedupe table, so that a retry with the same id is answered from
-  // it and the handler does not run twice (non-idempotent operations).
+  // Keep the reply in the dedupe table, so that a retry (CallOptions::retry_of) of the
+  // same call in the same session is answered from it and the handler does not run twice
+  // (non-idempotent operations). Not across a session reset or a server restart: the
+  // table is in memory (at least once there; see the top of this file).
   bool dedupe = false;
 };
 
@@ -144,6 +161,11 @@ struct RMSG_EXPORT RpcOptions {
   // bound the oldest (lowest id) is forgotten, and its request, should it still come, runs
   // (its reply is dropped by the caller). 0: none remembered.
   std::size_t max_early_cancels = 64;
+  // Peers that get counters of their own (rpc.peer.<id>.*, kept for the endpoint's life);
+  // the counters of peers past this many, in the order first seen, are summed in
+  // rpc.peer.other.* (rpc.peer.other.<loop>.* with several loops), which peer_stats()
+  // then reports for them. The rest of a peer's state goes with its session (a reset).
+  std::size_t max_peer_counters = 1024;
 };
 
 // What a handler gets. `body` is valid only during the handler call; copy what outlives it.
@@ -246,7 +268,8 @@ class RMSG_EXPORT RpcEndpoint {
   bool cancel(CallId id);
   // A one-way message: no id, no reply, delivered once and in order with the calls of its
   // size class (messages up to fragment_size take the priority lane and may overtake
-  // larger ones: docs/messenger.md, Flow control).
+  // larger ones: docs/messenger.md, Flow control). Within the session: one the session's
+  // reset caught comes back in the reset event (top of this file).
   Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
 
   // New requests are answered shutting_down; outstanding calls complete with

@@ -252,6 +252,9 @@ rdma::ResourceHooks RdmaSideImpl::passive_hooks(const ConnectionParams& params) 
     }
     return lease;
   };
+  hooks.on_handshakes_full = [stats = std::weak_ptr<ManagerStats>(stats_)] {
+    if (auto st = stats.lock()) st->add("limit.handshakes_rejected");
+  };
   return hooks;
 }
 

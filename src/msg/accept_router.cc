@@ -1,6 +1,7 @@
 // AcceptRouter: peeking at an accepted connection's hello to find the loop it belongs to.
 #include "msg/accept_router.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 
 #include "msg/banner.h"
 #include "msg/frame.h"
+#include "msg/frame_decoder.h"
 #include "msg/frame_types.h"
 #include "rmsg/log.h"
 #include "stream/stream_access.h"
@@ -31,6 +33,23 @@ void set_lowat(int fd, std::size_t n) noexcept {
   static_cast<void>(::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v));
 }
 
+// Whether the peer sent its FIN (or the socket failed). A socket at end of stream stays
+// readable whatever SO_RCVLOWAT says, and a peek consumes nothing, so a short prefix
+// followed by a hang-up would wake the router again at once, for ever: it closes instead.
+bool hung_up(int fd) noexcept {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+// The banner in full (CRC, versions, required features), as the shard would check it:
+// a banner the shard would refuse is refused now, not after the handshake timeout.
+bool banner_acceptable(std::span<const std::byte> banner) {
+  DecoderOptions o;
+  o.local = Banner{};
+  WireDecoder dec(o);
+  return dec.feed(banner) == DecodeEvent::banner;
+}
+
 }  // namespace
 
 HelloPeek peek_hello(std::span<const std::byte> head) noexcept {
@@ -44,6 +63,7 @@ HelloPeek peek_hello(std::span<const std::byte> head) noexcept {
   const std::size_t ext = le(head, 12, 2);
   if (ext > kMaxBannerExtension) return {V::malformed};
   const std::size_t pre = kBannerSize + ext;  // the first frame's preamble
+  if (head.size() >= pre && !banner_acceptable(head.first(pre))) return {V::malformed};
   const std::size_t need = pre + kPreambleSize + kNodeField;
   if (head.size() < need) return {V::need_more, need};
   const auto type = static_cast<FrameType>(std::to_integer<std::uint8_t>(head[pre]));
@@ -85,7 +105,7 @@ AcceptRouter::~AcceptRouter() {
 }
 
 void AcceptRouter::take(Stream stream) {
-  auto* tcp = detail::StreamAccess::as<tcp::TcpStream>(stream);
+  auto* tcp = ::rmsg::detail::StreamAccess::as<tcp::TcpStream>(stream);
   Lease lease = tcp != nullptr ? tcp->take_lease() : nullptr;
   const int fd = tcp != nullptr ? tcp->release_fd() : -1;
   if (fd < 0) {  // not a TCP socket (a test's stream): it cannot be moved, so it goes
@@ -127,6 +147,10 @@ void AcceptRouter::on_readable(int fd) {
       finish(fd, &malformed_);
       return;
     case HelloPeek::Verdict::need_more:
+      if (hung_up(fd)) {  // the rest can never come
+        finish(fd, &closed_);
+        return;
+      }
       set_lowat(fd, p.need);
       return;
     case HelloPeek::Verdict::node: {

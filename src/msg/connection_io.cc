@@ -29,10 +29,11 @@ bool short_read_drains(const Stream& s) {
 }
 
 const char* messenger_errc_name(int v) {
-  static constexpr std::array<const char*, 15> kNames = {
+  static constexpr std::array<const char*, 18> kNames = {
       "unknown",           "peer_restarted",   "session_unknown", "lossy_fault",  "wrong_node",
       "handshake_timeout", "unexpected_frame", "sequence_gap",    "bad_ack",      "bad_payload",
-      "replaced",          "peer_closed",      "shutdown",        "idle_timeout", "bad_fragment"};
+      "replaced",          "peer_closed",      "shutdown",        "idle_timeout", "bad_fragment",
+      "session_expired",   "not_reading",      "duplicate_node"};
   return v > 0 && v < static_cast<int>(kNames.size()) ? kNames[v] : "unknown";
 }
 
@@ -259,7 +260,9 @@ void Messenger::Impl::drop(ConnId id, bool graceful) {
   if (c->deadline != 0) loop_.cancel_timer(c->deadline);
   if (c->ack_timer != 0) loop_.cancel_timer(c->ack_timer);
   if (c->keepalive != 0) loop_.cancel_timer(c->keepalive);
+  probe_ended(*c);
   release_slot(*c);
+  handshake_done(*c);
   if (graceful) (void)c->stream.shutdown_write();
   c->stream.close();
 }

@@ -49,8 +49,11 @@ Reaction react(FrameType type, std::span<const std::byte> payload, AttemptNumber
       return {K::reset_session, {}, {}};
     case FrameType::close: {
       auto r = decode_reason(payload);
-      return failed(r && r->reason == CloseReason::wrong_node ? MessengerErrc::wrong_node
-                                                              : MessengerErrc::peer_closed);
+      if (r && r->reason == CloseReason::wrong_node) return failed(MessengerErrc::wrong_node);
+      if (r && r->reason == CloseReason::duplicate_node) {
+        return failed(MessengerErrc::duplicate_node);
+      }
+      return failed(MessengerErrc::peer_closed);
     }
     default:
       return failed(MessengerErrc::unexpected_frame);

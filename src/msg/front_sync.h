@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
-#include <future>
 #include <memory>
 
 #include "rmsg/event_loop.h"
@@ -15,17 +14,14 @@
 namespace rmsg::msg {
 
 // Runs `f` on `loop`'s thread and returns when it has run: at once when called there,
-// else posted while the caller blocks (the loop must be running, or this waits for ever).
-inline void wait_on_loop(EventLoop& loop, const std::function<void()>& f) {
-  if (loop.in_loop_thread()) return f();
-  std::promise<void> done;
-  auto ready = done.get_future();
-  loop.post([&f, &done] {
-    f();
-    done.set_value();
-  });
-  ready.wait();
-}
+// else handed to that loop while the caller blocks (the loop must be running, or this
+// waits for ever). A caller that is itself a loop's thread may block here while that
+// loop's thread blocks here too, waiting for the caller's loop (two messengers over the
+// same loops, or each over the other's, destroyed at once): a blocked thread therefore
+// also runs what others wait on its own loop to run, so such waits never form a cycle.
+// `f` then runs inside whatever callback the blocked thread was in, as it would if that
+// thread had called wait_on_loop for its own loop. front_sync.cc.
+void wait_on_loop(EventLoop& loop, const std::function<void()>& f);
 
 // A callback that, called `n` times (from any threads), runs `done` on the last call, on
 // that caller's thread. `n` must not be 0.

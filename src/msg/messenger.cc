@@ -44,6 +44,12 @@ class MessengerCategory final : public std::error_category {
         return "nothing received for idle_timeout";
       case MessengerErrc::bad_fragment:
         return "malformed fragment sequence";
+      case MessengerErrc::session_expired:
+        return "session expired (no connection for session_expiry, or evicted)";
+      case MessengerErrc::not_reading:
+        return "peer does not read our answers";
+      case MessengerErrc::duplicate_node:
+        return "node id in use by a healthy session";
     }
     return "unknown messenger error";
   }

@@ -7,6 +7,7 @@
 
 #include "msg/accept_router.h"
 #include "msg/front_sync.h"
+#include "msg/in_state.h"
 #include "tcp/tcp_linger.h"
 #include "tcp/tcp_stream.h"
 
@@ -14,6 +15,9 @@ namespace rmsg {
 namespace {
 
 bool valid(const MessengerOptions& o) {
+  // A window wider than what a receiver delivers ahead of in_seq (InState::kMaxAhead) lets
+  // priority messages outrun it: a sequence gap, a reconnect and the same again.
+  if (o.window_messages > msg::kMaxAhead) return false;
   return o.node_id != 0 && o.max_message_size != 0 && o.session_max_messages != 0 &&
          o.total_max_messages != 0 && o.window_messages != 0 && o.max_handshakes != 0 &&
          o.ack_every != 0 && o.write_buffer != 0 &&
@@ -71,6 +75,7 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
     Front* f = front.get();
     for (std::size_t i = 0; i < f->shards_.size(); ++i) {
       f->shards_[i].impl->on_total_room_ = [f, i] { f->total_room(i); };
+      f->shards_[i].impl->owns_ = [f, i](NodeId peer) { return f->owner(peer) == i; };
     }
   }
   return front;
@@ -240,8 +245,8 @@ Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address
   for (Shard& sh : shards_) {
     factories.push_back(sh.impl->streams_.get());
     std::weak_ptr<Messenger::Impl> weak = sh.impl;
-    accepted.emplace_back([weak](Stream s) {
-      if (auto self = weak.lock()) self->on_accepted(std::move(s));
+    accepted.emplace_back([weak, transport = params.transport](Stream s) {
+      if (auto self = weak.lock()) self->on_accepted(std::move(s), transport);
     });
   }
   auto l = shards_[0].impl->streams_->listen_routed(

@@ -66,18 +66,8 @@ Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload,
 void Messenger::Impl::mark_down(NodeId peer) {
   peers_.erase(peer);
   routes_.erase(peer);
-  Session* s = find_session(peer);
-  if (s == nullptr) return;
-  if (s->fo.probe_timer != 0) loop_.cancel_timer(s->fo.probe_timer);
-  if (s->conn != 0) drop(s->conn, false);
-  if (s->outbound != 0) drop(s->outbound, false);
-  if (s->timer != 0) loop_.cancel_timer(s->timer);
-  if (s->paused) --paused_sessions_;
-  if (session_cache_peer_ == peer) {
-    session_cache_peer_ = 0;
-    session_cache_ = nullptr;
-  }
-  sessions_.erase(peer);  // its queue gives its share of the budgets back
+  if (find_session(peer) == nullptr) return;
+  erase_session(peer);
   note_total_room();
   check_drained();
 }
@@ -122,11 +112,16 @@ void Messenger::Impl::shutdown() {
   for (auto& [peer, s] : sessions_) {
     if (s->timer != 0) loop_.cancel_timer(s->timer);
   }
+  admission_->live_sessions.fetch_sub(sessions_.size(), std::memory_order_relaxed);
   sessions_.clear();
+  unconnected_.clear();
+  if (expiry_timer_ != 0) loop_.cancel_timer(expiry_timer_);
+  expiry_timer_ = 0;
   session_cache_peer_ = 0;
   session_cache_ = nullptr;
   paused_sessions_ = 0;
   slot_waiters_.clear();
+  inbound_handshakes_.clear();
 }
 
 }  // namespace rmsg

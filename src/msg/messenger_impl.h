@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <new>
 #include <optional>
@@ -71,6 +72,11 @@ struct Session {
   // (msg::SessionView::client_cookie_retired). Kept across reset_session.
   std::array<Cookie, 4> retired_peer_cookies{};
   std::uint8_t retired_next = 0;
+  // Without a connection since `unconnected_since` (session_expiry.cc): its place in the
+  // shard's list of such sessions, oldest first.
+  bool unconnected = false;
+  Clock::time_point unconnected_since{};
+  std::list<NodeId>::iterator unconnected_pos{};
 
   void retire_peer_cookie(Cookie c) noexcept {
     retired_peer_cookies[retired_next] = c;
@@ -141,6 +147,17 @@ struct Connection {
   bool pump_deferred = false;            // a pump() continuation is queued on the loop
   Transport transport = Transport::tcp;  // outbound: of its params; inbound: its listener's
   std::vector<std::byte> stash;          // read while its session's reading was paused
+  // session_takeover.cc. Open: a hello claiming the peer restarted waits (connection
+  // `probe_for`) for this connection to answer the keepalive stamped `probe_stamp`.
+  ConnId probe_for = 0;
+  std::uint64_t probe_stamp = 0;
+  TimerId probe_timer = 0;
+  // Inbound, in its handshake: its place in Impl::inbound_handshakes_ (oldest first).
+  bool counted_inbound = false;
+  std::list<ConnId>::iterator inbound_pos{};
+  // Handshake: the hello that waits for that probe.
+  std::optional<msg::Hello> held;
+  bool held_reconnect = false;
 
   std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
 };
@@ -176,8 +193,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<void> send(NodeId peer, std::vector<std::byte> payload, std::uint16_t service = 0);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
-  // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess).
-  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte> payload,
+  // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess). `payload` is
+  // taken only when queued: a refused one stays the caller's (RPC holds it for later).
+  Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte>&& payload,
                                          const Messenger::SendOptions& options,
                                          bool draining_ok = false);
   // A send from another thread: the caller reserved its share (Admission::try_reserve); on
@@ -229,9 +247,28 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
             std::vector<std::uint16_t> unsent_services = {});
   Cookie new_cookie();
 
+  // session_expiry.cc: sessions' lifetime (session_expiry, max_sessions).
+  void note_unconnected(Session& s);  // s has no connection from now on
+  void note_connected(Session& s);    // s has one again
+  void expiry_due();
+  // Resets `s` as session_expired (SessionEvent::reset) and erases it.
+  void expire(Session& s);
+  // Erases `peer`'s session without an event (its connections dropped), and its budget.
+  void erase_session(NodeId peer);
+  // Below max_sessions, evicting the oldest evictable session if need be; false when full.
+  bool room_for_session();
+
+  // session_takeover.cc: a hello claiming its node restarted while the session's
+  // connection is open. True when it is held until that connection answers a probe.
+  bool hold_for_probe(Connection& c, Session& s, const msg::Hello& h, bool reconnect);
+  void probe_answered(Connection& old, std::uint64_t stamp);
+  void probe_ended(Connection& old);  // the probed connection goes: the hello is decided again
+  void resume_held(ConnId id);
+
   // session_handshake.cc: banner, hello, decision, welcome.
   void on_connected(ConnId id, Result<Stream> stream);
   void on_accepted(Stream stream, Transport transport = Transport::tcp);
+  void handshake_done(Connection& c);  // off the inbound handshakes' list
   void begin_handshake(Connection& c);
   void send_hello(Connection& c, Session& s);
   void on_handshake_frame(Connection& c, msg::Frame& f);
@@ -355,9 +392,21 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // Set by the front: asks every other shard to sweep_writable() on its loop (the total
   // budget is shared, so an ack here may end an episode there).
   std::function<void()> on_total_room_;
+  // Set by the front over several loops: whether a peer's session belongs on this shard.
+  // An accepted connection whose hello names another shard's peer (an RDMA connect sent
+  // without the affinity that routes it) is refused: its session would split from the
+  // owner's (counted msg.accepts.wrong_loop).
+  std::function<bool(NodeId)> owns_;
   // Peers of this shard in a refusal episode that have no session (refused_elsewhere):
   // one entry per episode, so at most one per peer.
   std::vector<NodeId> refused_without_session_;
+  // Sessions without a connection, oldest first (session_expiry.cc), and the timer that
+  // expires the first of them.
+  std::list<NodeId> unconnected_;
+  TimerId expiry_timer_ = 0;
+  bool quiet_room_ = false;  // resets in a batch: note_total_room() once, after them
+  // Accepted connections in their handshake, oldest first (max_inbound_handshakes).
+  std::list<ConnId> inbound_handshakes_;
 };
 
 }  // namespace rmsg

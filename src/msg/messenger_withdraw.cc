@@ -9,7 +9,8 @@
 
 namespace rmsg {
 
-Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer, std::vector<std::byte> payload,
+Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
+                                                        std::vector<std::byte>&& payload,
                                                         const Messenger::SendOptions& options,
                                                         bool draining_ok) {
   if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {

@@ -61,6 +61,7 @@ void RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
   messenger_ = &messenger;
   messenger_front_ = &MessengerAccess::front(messenger);
   service_ = service;
+  wait_max_bytes_ = messenger.options().session_max_bytes;
   // Shard i of the endpoint is on the loop of the messenger's shard i (rpc_front.cc).
   Messenger::Impl& shard = *messenger_front_->shards_[id_index_].impl;
   rx_time_ = &shard.dispatch_rx_;
@@ -123,9 +124,34 @@ void RpcEndpoint::Impl::on_event(SessionEvent event) {
   if (event.kind == SessionEvent::Kind::reset) {
     fail_calls(event.peer, make_error_code(RpcErrc::session_reset));
     drop_pending(event.peer);
-    if (event.error == make_error_code(MessengerErrc::peer_restarted)) dedupe_.forget(event.peer);
+    // Whatever the cause, the next session's calls are new ones (a caller that restarted
+    // unseen numbers from 1 again): its stored replies answer none of them.
+    dedupe_.forget(event.peer);
+    forget_peer(event.peer);
+  } else if (event.kind == SessionEvent::Kind::writable) {
+    flush_held(event.peer);
   }
   if (on_event_) on_event_(std::move(event));
+}
+
+// A reset peer's entry goes (its held replies, remembered cancels; its counters stay in
+// the CounterSet), unless calls to it were started meanwhile (by a callback of those the
+// reset failed): those point at it.
+void RpcEndpoint::Impl::forget_peer(NodeId peer) {
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return;
+  PeerCounters& pc = it->second;
+  pc.held.clear();
+  if (pc.outstanding != 0 || pc.pending != 0 || pc.deferred != 0) {
+    update_pause(peer, pc);
+    return;
+  }
+  if (pc.paused && messenger_ != nullptr) MessengerAccess::set_paused(*messenger_, peer, false);
+  if (peer_cache_ == &pc) {
+    peer_cache_id_ = 0;
+    peer_cache_ = nullptr;
+  }
+  peers_.erase(it);
 }
 
 // The requests of a session that ended: their replies must not reach the next session,
@@ -138,19 +164,29 @@ void RpcEndpoint::Impl::drop_pending(NodeId peer) {
     pending_ended(peer);
   }
   flush_backlog(peer, false);
-  peer_counters(peer).early_cancels.clear();  // ids count from 1 again
+  if (auto p = peers_.find(peer); p != peers_.end()) {
+    p->second.early_cancels.clear();  // ids count from 1 again
+    p->second.waiting.clear();        // its caller's calls failed with session_reset
+    p->second.waiting_bytes = 0;
+  }
 }
 
 RpcEndpoint::Impl::PeerCounters& RpcEndpoint::Impl::find_peer(NodeId node) {
   auto it = peers_.find(node);
   if (it == peers_.end()) it = peers_.emplace(node, make_peer(node)).first;
   peer_cache_id_ = node;
-  peer_cache_ = &it->second;  // an entry stays where it is (peers_ never erases)
+  peer_cache_ = &it->second;  // an entry stays where it is until forget_peer() erases it
   return it->second;
 }
 
 RpcEndpoint::Impl::PeerCounters RpcEndpoint::Impl::make_peer(NodeId node) {
-  const std::string p = "rpc.peer." + std::to_string(node) + ".";
+  std::string p = "rpc.peer." + std::to_string(node) + ".";
+  // Names in the CounterSet stay for good: a peer named once keeps its counters, and past
+  // max_peer_counters named peers the others share this shard's "other" bucket (written
+  // by this loop only, like a peer's own).
+  if (counters_.find_histogram(p + "call_ns") == nullptr && !take_name()) {
+    p = id_stride_ == 1 ? "rpc.peer.other." : "rpc.peer.other." + std::to_string(id_index_) + ".";
+  }
   PeerCounters c;
   c.calls = &counters_.counter(p + "calls");
   c.ok = &counters_.counter(p + "ok");
@@ -164,9 +200,34 @@ RpcEndpoint::Impl::PeerCounters RpcEndpoint::Impl::make_peer(NodeId node) {
   return c;
 }
 
+bool RpcEndpoint::Impl::take_name() noexcept {
+  auto& n = shared_->named_peers;
+  std::size_t v = n.load(std::memory_order_relaxed);
+  while (v < options_.max_peer_counters) {
+    if (n.compare_exchange_weak(v, v + 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
 std::optional<RpcPeerStats> RpcEndpoint::Impl::peer_stats(NodeId node) const {
   auto it = peers_.find(node);
-  if (it == peers_.end()) return std::nullopt;
+  if (it == peers_.end()) {
+    // Reset and forgotten (or never seen): its named counters, if it has any, remain.
+    const std::string p = "rpc.peer." + std::to_string(node) + ".";
+    const Histogram* latency = counters_.find_histogram(p + "call_ns");
+    if (latency == nullptr) return std::nullopt;
+    const auto v = [&](const char* name) { return counters_.value(p + name); };
+    return RpcPeerStats{v("calls"),
+                        v("ok"),
+                        v("failed"),
+                        v("timeouts"),
+                        v("cancelled"),
+                        v("served"),
+                        v("oneway_sent"),
+                        v("oneway_received"),
+                        0,
+                        latency};
+  }
   const PeerCounters& c = it->second;
   return RpcPeerStats{
       c.calls->value(),     c.ok->value(),     c.failed->value(),      c.timeouts->value(),

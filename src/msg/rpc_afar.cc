@@ -40,8 +40,7 @@ Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
   h.kind = msg::RpcKind::request;
   h.word = method;
   h.id = id;
-  h.budget_us = static_cast<std::uint64_t>(std::max<std::int64_t>(
-      1, std::chrono::ceil<std::chrono::microseconds>(options.deadline - now).count()));
+  h.budget_us = msg::budget_for(options.deadline, now);
   std::weak_ptr<Impl> weak = weak_from_this();
   const Clock::time_point deadline = options.deadline;
   // Outstanding from now on for cancel() (before the loop may adopt it, or a cancel come).

@@ -133,13 +133,24 @@ void RpcEndpoint::Impl::flush_backlog(NodeId peer, bool reply) {
       --pc.deferred;
       update_pause(from, pc);
     }
-    if (reply) send_reply(from, id, msg::RpcStatus::shutting_down, 0, {}, false);
+    if (reply) send_reply(from, id, msg::RpcStatus::shutting_down, 0, {}, nullptr);
   }
   note_backlog();
   while (rooms-- > 0) release_room();
 }
 
 bool RpcEndpoint::Impl::drop_deferred(NodeId from, CallId id) {
+  if (auto p = peers_.find(from); p != peers_.end()) {  // waiting behind held replies
+    auto& w = p->second.waiting;
+    for (auto it = w.begin(); it != w.end(); ++it) {
+      if (it->header.id != id) continue;
+      p->second.waiting_bytes -= it->body.size();
+      w.erase(it);
+      counters_.counter("rpc.server.cancelled_unrun").add();
+      update_pause(from, p->second);
+      return true;
+    }
+  }
   for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
     if (it->from != from || it->header.id != id) continue;
     const bool had_room = it->has_room;

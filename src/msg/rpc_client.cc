@@ -10,12 +10,6 @@
 namespace rmsg {
 namespace {
 
-std::uint64_t budget_us(Duration left) noexcept {
-  // Rounded up: a call with any time left never arrives with a zero budget.
-  const auto us = std::chrono::ceil<std::chrono::microseconds>(left).count();
-  return us < 1 ? 1 : static_cast<std::uint64_t>(us);
-}
-
 RpcErrc errc_of(msg::RpcStatus s) noexcept {
   return static_cast<RpcErrc>(static_cast<int>(s));  // statuses 1-5 are RpcErrc 1-5
 }
@@ -46,7 +40,7 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   h.flags = options.retry_of != 0 ? msg::kRpcFlagDedupe : 0;
   h.word = method;
   h.id = id;
-  h.budget_us = budget_us(options.deadline - now);
+  h.budget_us = msg::budget_for(options.deadline, now);
   auto bytes = encode(h, body);
   const auto lane = lane_for(bytes.size());
   // The messenger shard of this loop owns `peer` (this shard serves only its peers).
@@ -243,6 +237,7 @@ void RpcEndpoint::Impl::fail_calls(NodeId peer, std::error_code why) {
 void RpcEndpoint::Impl::shutdown() {
   shut_ = true;
   flush_backlog(0, true);  // waiting requests are answered shutting_down now
+  answer_waiting();        // and those behind held replies
   calls_failed_ = true;
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
 }

@@ -2,6 +2,12 @@
 // (armed at the earliest) serves every call instead of one timer inserted and cancelled
 // per call. Pure logic (no I/O; time is passed in).
 //
+// And the conversions between a call's absolute deadline and the budget its request
+// carries (docs/protocol.md, Messenger RPC), which saturate: time_point::max() (no
+// deadline) travels as kNoBudget, and a budget too large for the receiver's clock
+// (a hostile peer's, or one from a clock far behind) means no deadline, never a deadline
+// in the past or a signed overflow.
+//
 // A completed call's entry is not removed (that would need a search); it is skipped when
 // it reaches the front, and the queue rebuilds itself from the live calls once stale
 // entries outnumber them, so its size stays within twice the calls outstanding (plus a
@@ -14,11 +20,38 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <vector>
 
+#include "msg/rpc_wire.h"
 #include "rmsg/loop_time.h"
 
 namespace rmsg::msg {
+
+// The budget of a request sent at `now` for `deadline` (after `now`): microseconds
+// rounded up (a call with any time left never arrives with a zero budget), kNoBudget for
+// time_point::max() or a difference the clock cannot represent.
+inline std::uint64_t budget_for(Clock::time_point deadline, Clock::time_point now) noexcept {
+  if (deadline == Clock::time_point::max()) return kNoBudget;
+  Duration::rep left = 0;
+  if (__builtin_sub_overflow(deadline.time_since_epoch().count(), now.time_since_epoch().count(),
+                             &left)) {
+    return kNoBudget;
+  }
+  const auto us = std::chrono::ceil<std::chrono::microseconds>(Duration(left)).count();
+  return us < 1 ? 1 : static_cast<std::uint64_t>(us);
+}
+
+// The deadline of a request read at `rx` with `budget_us`: time_point::max() for
+// kNoBudget and for any budget that would pass it.
+inline Clock::time_point deadline_for(Clock::time_point rx, std::uint64_t budget_us) noexcept {
+  using Rep = Duration::rep;
+  constexpr Rep kPerUs = std::chrono::duration_cast<Duration>(std::chrono::microseconds(1)).count();
+  const Rep from = std::max<Rep>(rx.time_since_epoch().count(), 0);
+  const auto limit = static_cast<std::uint64_t>((std::numeric_limits<Rep>::max() - from) / kPerUs);
+  if (budget_us == kNoBudget || budget_us >= limit) return Clock::time_point::max();
+  return rx + std::chrono::microseconds(static_cast<std::chrono::microseconds::rep>(budget_us));
+}
 
 class DeadlineQueue {
  public:

@@ -13,6 +13,7 @@ void RpcEndpoint::Impl::drain(Clock::time_point deadline, std::function<void()> 
   if (draining_) return defer_done(std::move(done));
   shut_ = true;
   flush_backlog(0, true);  // waiting requests are answered shutting_down now
+  answer_waiting();        // and those behind held replies (their answers queue behind)
   draining_ = true;
   drain_done_ = std::move(done);
   std::weak_ptr<Impl> weak = weak_from_this();
@@ -27,15 +28,19 @@ void RpcEndpoint::Impl::drain(Clock::time_point deadline, std::function<void()> 
   check_drained();
 }
 
+// Held replies (rpc_replies.cc) count as owed: the drain waits for them to be queued, so
+// that the messenger's drain sends them.
 void RpcEndpoint::Impl::check_drained_slow() {
-  if (drain_check_queued_ || !calls_.empty() || !pending_.empty()) return;
+  if (drain_check_queued_ || !calls_.empty() || !pending_.empty() || replies_held()) return;
   drain_check_queued_ = true;
   std::weak_ptr<Impl> weak = weak_from_this();
   loop_.defer([weak] {
     auto self = weak.lock();
     if (!self) return;
     self->drain_check_queued_ = false;
-    if (self->calls_.empty() && self->pending_.empty()) self->finish_drain();
+    if (self->calls_.empty() && self->pending_.empty() && !self->replies_held()) {
+      self->finish_drain();
+    }
   });
 }
 

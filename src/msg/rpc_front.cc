@@ -191,6 +191,16 @@ Result<std::unique_ptr<RpcEndpoint>> RpcAccess::create(EventLoop& loop, const Rp
   return std::unique_ptr<RpcEndpoint>(new RpcEndpoint(std::move(f).value()));
 }
 
+RpcAccess::PeerState RpcAccess::peer_state(const RpcEndpoint& ep) {
+  PeerState st;
+  for (const auto& s : ep.front_->shards_) {
+    st.peers += s->peers_.size();
+    st.dedupe += s->dedupe_.size();
+    st.pending += s->pending_.size();
+  }
+  return st;
+}
+
 Result<std::unique_ptr<RpcEndpoint>> RpcEndpoint::create(EventLoop& loop, const RpcOptions& options,
                                                          Messenger::EventCallback on_event) {
   EventLoop* const loops[] = {&loop};

@@ -39,6 +39,8 @@ struct RpcResponder::State {
   NodeId peer = 0;
   CallId id = 0;
   bool dedupe = false;
+  std::uint64_t session = 0;  // dedupe: the session the request came in (its reply's)
+  std::uint32_t method = 0;
   // Set on the loop (a cancel message, a reset), read by cancelled() on any thread.
   std::atomic<bool> cancelled{false};
 };
@@ -48,13 +50,22 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   struct PeerCounters;
   struct Call {
     NodeId peer = 0;
-    PeerCounters* counters = nullptr;  // peer's (peers_ never lets go of an entry)
+    PeerCounters* counters = nullptr;  // peer's (kept while it has calls outstanding)
     Messenger::Ticket ticket;
     Clock::time_point start{};
     Clock::time_point deadline{};
     CallCallback done;
   };
   using Calls = std::unordered_map<CallId, Call>;
+  // A request read while the endpoint-wide bound was reached: served when there is room.
+  // Or one read while its peer's replies were held: served once they are queued.
+  struct Deferred {
+    NodeId from = 0;
+    msg::RpcHeader header;
+    std::vector<std::byte> body;
+    Clock::time_point rx{};  // when it was read (its budget counts from then)
+    bool has_room = false;   // its place is taken: it runs on the next serve_backlog()
+  };
   struct PeerCounters {
     Counter* calls = nullptr;
     Counter* ok = nullptr;
@@ -72,6 +83,14 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     // Ids of its calls cancelled before their request arrived (rpc_cancels.cc), ascending;
     // at most options_.max_early_cancels.
     std::vector<CallId> early_cancels;
+    // Its replies that found its session queue full, oldest first (rpc_replies.cc): they
+    // go out before any later one, and pause reading the peer until they are queued.
+    std::deque<std::vector<std::byte>> held;
+    std::uint64_t held_session = 0;  // the session they are for (session_of())
+    // Its requests read while replies are held, unrun (copies), oldest first; past
+    // max_pending_requests of them or session_max_bytes the peer is no longer read.
+    std::deque<Deferred> waiting;
+    std::size_t waiting_bytes = 0;
   };
   struct Method {
     Handler handler;
@@ -95,15 +114,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
     std::atomic<std::size_t> outstanding{0};
     std::atomic<std::size_t> pending_total{0};
     std::atomic<std::size_t> waiting_shards{0};
+    std::atomic<std::size_t> named_peers{0};  // peers with rpc.peer.<id>.* (max_peer_counters)
     std::vector<std::weak_ptr<Impl>> shards;
-  };
-  // A request read while the endpoint-wide bound was reached: served when there is room.
-  struct Deferred {
-    NodeId from = 0;
-    msg::RpcHeader header;
-    std::vector<std::byte> body;
-    Clock::time_point rx{};  // when it was read (its budget counts from then)
-    bool has_room = false;   // its place is taken: it runs on the next serve_backlog()
   };
 
   // Shard `index` of `count`: its call ids are index + 1 + k * count (k = 0, 1, ...), so
@@ -144,6 +156,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   }
   PeerCounters& find_peer(NodeId node);
   PeerCounters make_peer(NodeId node);
+  bool take_name() noexcept;  // one of max_peer_counters (any thread)
+  // A reset peer: its entry in peers_ goes, once nothing points at it.
+  void forget_peer(NodeId peer);
   // handle(), handle_oneway() on this shard's loop: a handler replaced while one runs is
   // kept until the outermost returns (so a request costs no copy of its handler).
   void set_method(std::uint32_t method, Method m);
@@ -216,8 +231,10 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // The checks and the handler; `rx`: when it was read. `has_room`: a deferred request
   // that already took its place under max_pending_requests_total. False when no handler
   // ran (refused, answered from the dedupe table, or deferred).
+  // `waited`: it was read earlier (its budget may have run out meanwhile).
   bool serve(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
-             std::span<const std::byte> body, Clock::time_point rx, bool has_room);
+             std::span<const std::byte> body, Clock::time_point rx, bool has_room,
+             bool waited = false);
 
   // rpc_cancels.cc: cancels that overtook their request (max_early_cancels).
   void remember_cancel(PeerCounters& pc, CallId id);
@@ -260,8 +277,28 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   void on_oneway(NodeId from, const msg::RpcHeader& h, std::span<const std::byte> body);
   void finish(RpcResponder::State& state, msg::RpcStatus status, std::uint32_t code,
               std::span<const std::byte> body);
+
+  // rpc_replies.cc: a reply to `to`, kept in the dedupe table when `keep` (its request's
+  // responder state) is given. Never dropped while the peer's session lasts: one that
+  // does not fit in the session's queue waits (held) and pauses reading the peer until
+  // SessionEvent::writable lets it go; one that can never fit (over max_message_size or
+  // a queue bound) is answered too_large instead.
   void send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,
-                  std::span<const std::byte> body, bool dedupe);
+                  std::span<const std::byte> body, const RpcResponder::State* keep);
+  void queue_reply(NodeId to, std::vector<std::byte> bytes);
+  // The peer's held replies, oldest first, as far as its queue takes them; then, once
+  // none is left, its waiting requests.
+  void flush_held(NodeId peer);
+  void wait_for_replies(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
+                        std::span<const std::byte> body);
+  bool replies_held() const;  // any peer's (a drain waits for them)
+  // The peer's held replies and waiting requests belong to a session that went without a
+  // reset event (Messenger::mark_down): dropped, not sent to its successor.
+  void drop_stale_held(NodeId peer, PeerCounters& pc);
+  void answer_waiting();  // every waiting request answered shutting_down (a drain)
+  // The server's cookie for the session with `peer` (0: none): the incarnation a dedupe
+  // entry belongs to.
+  std::uint64_t session_of(NodeId peer) const;
 
   EventLoop& loop_;
   RpcOptions options_;
@@ -270,6 +307,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   Messenger* messenger_ = nullptr;  // the Front's (owned or the application's); null: closed
   Messenger::Front* messenger_front_ = nullptr;  // constant after start() (any thread)
   ServiceId service_ = 0;
+  // The messenger's session_max_bytes (set by start()): the bound on a peer's requests
+  // waiting behind its held replies (rpc_replies.cc).
+  std::size_t wait_max_bytes_ = SIZE_MAX;
   std::shared_ptr<Shared> shared_;
   CounterSet& counters_;  // shared_'s
   const CallId id_index_;

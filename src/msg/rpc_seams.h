@@ -15,6 +15,13 @@ struct RpcAccess {
   static Result<std::unique_ptr<RpcEndpoint>> create(EventLoop& loop, const RpcOptions& options,
                                                      std::unique_ptr<StreamFactory> streams,
                                                      Messenger::EventCallback on_event);
+  // What the endpoint keeps about peers, summed over its shards (loop threads quiet).
+  struct PeerState {
+    std::size_t peers = 0;    // per-peer entries (counters, held replies, waiting requests)
+    std::size_t dedupe = 0;   // dedupe table entries
+    std::size_t pending = 0;  // pending responders
+  };
+  static PeerState peer_state(const RpcEndpoint& ep);
 };
 
 }  // namespace rmsg

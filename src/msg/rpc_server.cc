@@ -1,7 +1,8 @@
 // The serving side: requests to handlers (with the checks that refuse them unrun: unknown
 // method, too large, budget gone, shutting down, a deduplicated retry), responders,
 // cancel messages, one-way messages. Cancels that overtake their request: rpc_cancels.cc;
-// the endpoint-wide bound on pending requests: rpc_backlog.cc.
+// the endpoint-wide bound on pending requests: rpc_backlog.cc; replies that wait for room
+// in the peer's queue: rpc_replies.cc.
 #include <chrono>
 #include <utility>
 
@@ -16,21 +17,26 @@ void RpcEndpoint::Impl::on_request(NodeId from, const msg::RpcHeader& h,
   if (!pc.early_cancels.empty() && cancelled_early(pc, h, body.size())) [[unlikely]] {
     return;
   }
+  // Behind replies that wait for room: its handler runs once they are queued.
+  if (!pc.held.empty() || !pc.waiting.empty()) [[unlikely]] {
+    if (session_of(from) == pc.held_session) return wait_for_replies(from, pc, h, body);
+    drop_stale_held(from, pc);
+  }
   serve(from, pc, h, body, *rx_time_, false);
 }
 
 bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const msg::RpcHeader& h,
-                              std::span<const std::byte> body, Clock::time_point rx,
-                              bool has_room) {
+                              std::span<const std::byte> body, Clock::time_point rx, bool has_room,
+                              bool waited) {
   const auto refuse = [&](msg::RpcStatus status) {
-    send_reply(from, h.id, status, 0, {}, false);
+    send_reply(from, h.id, status, 0, {}, nullptr);
     return false;
   };
   const msg::DedupeTable::Key key{from, h.id};
   if (shut_) return refuse(msg::RpcStatus::shutting_down);
   // A deferred request's budget may have run out while it waited.
-  if (h.budget_us == 0 || (has_room && h.budget_us != msg::kNoBudget &&
-                           rx + std::chrono::microseconds(h.budget_us) <= loop_.now())) {
+  if (h.budget_us == 0 ||
+      ((has_room || waited) && msg::deadline_for(rx, h.budget_us) <= loop_.now())) {
     counters_.counter("rpc.server.expired").add();
     return refuse(msg::RpcStatus::timeout);
   }
@@ -45,20 +51,26 @@ bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const msg::RpcHeade
   }
   const Method& method = *m->second;
   const bool dedupe = method.options.dedupe;
-  if (dedupe) {
-    if (const auto* stored = dedupe_.find(key)) {
+  // The session the request came in: a reply is kept for (and a retry answered in) it only.
+  const std::uint64_t session = dedupe ? session_of(from) : 0;
+  if (dedupe && (h.flags & msg::kRpcFlagDedupe) != 0) {
+    if (const auto* stored = dedupe_.find(key, session, h.word)) {
       counters_.counter("rpc.server.dedupe_hits").add();
-      if (!MessengerAccess::send_while_draining(*messenger_, from, std::vector<std::byte>(*stored),
-                                                lane_for(stored->size()))) {
-        counters_.counter("rpc.reply_not_sent").add();
+      queue_reply(from, std::vector<std::byte>(*stored));
+      return false;
+    }
+    if (auto p = pending_.find(key); p != pending_.end()) {
+      const auto st = p->second.weak.lock();
+      if (st && st->session == session && st->method == h.word) {
+        // Still running: its reply will answer this retry too (same id).
+        counters_.counter("rpc.server.dedupe_pending").add();
+        return false;
       }
-      return false;
     }
-    if (pending_.contains(key)) {
-      // Still running: its reply will answer this retry too (same id).
-      counters_.counter("rpc.server.dedupe_pending").add();
-      return false;
-    }
+  } else if (dedupe) {
+    // A new call: whatever an earlier incarnation of the caller left under its id is not
+    // its reply.
+    dedupe_.erase(key);
   }
   // The endpoint-wide bound: behind those already waiting, or when there is no room.
   if (bounded() && !has_room && (!backlog_.empty() || !take_room())) [[unlikely]] {
@@ -69,6 +81,8 @@ bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const msg::RpcHeade
   state->peer = from;
   state->id = h.id;
   state->dedupe = dedupe;
+  state->session = session;
+  state->method = h.word;
   add_pending(key, state);
   pending_began(from, pc);
   RpcRequest req;
@@ -76,10 +90,7 @@ bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const msg::RpcHeade
   req.id = h.id;
   req.method = h.word;
   req.body = body;
-  if (h.budget_us != msg::kNoBudget) {
-    // From when the request was read (stands for now: no clock read).
-    req.deadline = rx + std::chrono::microseconds(h.budget_us);
-  }
+  req.deadline = msg::deadline_for(rx, h.budget_us);  // from when it was read: no clock read
   pc.served->add_owned();
   // The handler may replace itself (handle()) while it runs: set_method keeps it.
   const Running running(*this);
@@ -91,8 +102,11 @@ void RpcEndpoint::Impl::add_pending(const msg::DedupeTable::Key& key,
                                     const std::shared_ptr<RpcResponder::State>& state) {
   auto it = pending_.lower_bound(key);
   if (it != pending_.end() && it->first == key) {
-    // The same id again (its old responder is not told): the old one no longer counts
-    // as pending (its answer will not find its entry), the new one does.
+    // The same id again: the old one no longer counts as pending (its answer will not
+    // find its entry), the new one does. The old one's reply is dropped (as cancelled):
+    // the caller waits for one reply to this id, the new request's (a retry's, or a new
+    // call's of an endpoint re-created on a shared messenger, whose ids start afresh).
+    if (auto old = it->second.weak.lock()) old->cancelled = true;
     it->second = Pending{state.get(), state};
     pending_ended(key.first);
     return;
@@ -189,34 +203,18 @@ void RpcEndpoint::Impl::finish(RpcResponder::State& state, msg::RpcStatus status
     counters_.counter("rpc.server.reply_dropped").add();
     return;
   }
-  send_reply(state.peer, state.id, status, code, body, state.dedupe);
+  send_reply(state.peer, state.id, status, code, body, state.dedupe ? &state : nullptr);
 }
 
 void RpcEndpoint::Impl::update_pause(NodeId peer, PeerCounters& pc) {
   const std::size_t max = options_.max_pending_requests;
-  const bool pause = (max != 0 && pc.pending >= max) || pc.deferred != 0;
+  const bool pause = (max != 0 && pc.pending >= max) || pc.deferred != 0 ||
+                     (!pc.waiting.empty() &&
+                      (pc.waiting.size() >= pause_at_ || pc.waiting_bytes >= wait_max_bytes_));
   if (pause == pc.paused || messenger_ == nullptr) return;
   pc.paused = pause;
   if (pause) counters_.counter("rpc.server.read_paused").add();
   MessengerAccess::set_paused(*messenger_, peer, pause);
-}
-
-void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, msg::RpcStatus status, std::uint32_t code,
-                                   std::span<const std::byte> body, bool dedupe) {
-  msg::RpcHeader h;
-  h.kind = msg::RpcKind::reply;
-  h.status = status;
-  h.word = code;
-  h.id = id;
-  auto bytes = encode(h, body);  // finish() runs on the loop
-  if (dedupe) dedupe_.put({to, id}, bytes);
-  const auto lane = lane_for(bytes.size());
-  // Replies go out during the messenger's drain too (a request that arrives meanwhile is
-  // answered shutting_down rather than left to its caller's deadline), queued in this
-  // loop's messenger shard, which owns `to` (as send_while_draining would find it).
-  if (!shard_->send_tracked(to, std::move(bytes), lane, true)) {
-    counters_.counter("rpc.reply_not_sent").add();
-  }
 }
 
 RpcResponder& RpcResponder::operator=(RpcResponder&& other) noexcept {

@@ -23,6 +23,7 @@ Cookie Messenger::Impl::new_cookie() {
 
 Session& Messenger::Impl::session_for(NodeId peer) {
   if (Session* s = find_session(peer)) return *s;
+  (void)room_for_session();  // our own send is never refused for it: at most it evicts
   auto s = std::make_unique<Session>(ack_policy_, backoff_policy_);
   s->peer = peer;
   auto pol = policies_.find(peer);
@@ -34,6 +35,9 @@ Session& Messenger::Impl::session_for(NodeId peer) {
   counters_.counter("msg.sessions").add_owned();
   Session& ref = *s;
   sessions_.emplace(peer, std::move(s));
+  admission_->live_sessions.fetch_add(1, std::memory_order_relaxed);
+  counters_.counter("msg.sessions_live").set(sessions_.size());
+  note_unconnected(ref);  // until its first connection opens
   return ref;
 }
 
@@ -62,7 +66,7 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
          std::move(h.unknown_services), std::move(h.unsent_services));
   }
   if (refused) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
-  note_total_room();  // the handback gave the messenger-wide budget back
+  if (!quiet_room_) note_total_room();  // the handback gave the messenger-wide budget back
   check_drained();
 }
 
@@ -166,6 +170,7 @@ void Messenger::Impl::attempt_failed(Session& s, std::error_code why) {
 void Messenger::Impl::connection_lost(Session& s, std::error_code why) {
   s.conn = 0;
   s.state = Session::State::idle;
+  note_unconnected(s);
   counters_.counter("msg.disconnects").add_owned();
   if (shutting_down_) return;
   emit(SessionEvent{SessionEvent::Kind::disconnected, s.peer, why, {}, {}});

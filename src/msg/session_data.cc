@@ -42,12 +42,21 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
       return;
     }
     case FrameType::keepalive: {
+      // An answer counts against the write buffer like a message: past it the peer is not
+      // reading, and one ack waiting already tells it we are alive (review #7).
+      if (c.pending_bytes() >= options_.write_buffer) {
+        counters_.counter("msg.keepalive_acks_dropped").add_owned();
+        return;
+      }
       const auto p = f.segment(0);
       queue_control(c, FrameType::keepalive_ack, p.size() >= 8 ? p.first(8) : p);
       flush(c);
       return;
     }
     case FrameType::keepalive_ack:
+      if (c.probe_for != 0) {  // a takeover probe waits for this connection's answer
+        if (auto v = msg::decode_value64(f.segment(0))) probe_answered(c, v->value);
+      }
       return;
     case FrameType::close:
       return fail(id, make_error_code(MessengerErrc::peer_closed));

@@ -65,6 +65,9 @@ enum class CloseReason : std::uint32_t {
   protocol = 3,         // close: the peer broke the protocol
   shutdown = 4,         // close: the messenger is shutting down
   lossy_fault = 5,      // session_reset: a lossy session does not resume
+  // close: the hello claims its node restarted, but that node's session has a connection
+  // that answers keepalives (another holder of the node id, or an impostor)
+  duplicate_node = 6,
 };
 
 // session_reset and close: u32 reason, u32 reserved; 8 bytes.

@@ -28,7 +28,18 @@ void Messenger::Impl::on_connected(ConnId id, Result<Stream> r) {
 
 void Messenger::Impl::on_accepted(Stream stream, Transport transport) {
   if (shutting_down_) return;
+  // max_inbound_handshakes: an unauthenticated peer holds a connection for at most
+  // handshake_timeout, and only so many at once; the one waiting longest gives way.
+  const std::size_t cap = options_.max_inbound_handshakes;
+  if (cap != 0 && inbound_handshakes_.size() >= cap) {
+    counters_.counter("msg.handshake.evicted").add_owned();
+    RMSG_LOG(debug, "msg: node %llx: %zu inbound handshakes: closing the oldest",
+             static_cast<unsigned long long>(options_.node_id), inbound_handshakes_.size());
+    drop(inbound_handshakes_.front(), false);
+  }
   Connection& c = new_connection(Connection::Role::inbound);
+  c.counted_inbound = true;
+  c.inbound_pos = inbound_handshakes_.insert(inbound_handshakes_.end(), c.id);
   c.stream = std::move(stream);
   c.transport = transport;
   counters_.counter("msg.accepts").add_owned();
@@ -44,6 +55,12 @@ void Messenger::Impl::on_accepted(Stream stream, Transport transport) {
     }
   });
   begin_handshake(c);
+}
+
+void Messenger::Impl::handshake_done(Connection& c) {
+  if (!c.counted_inbound) return;
+  c.counted_inbound = false;
+  inbound_handshakes_.erase(c.inbound_pos);
 }
 
 void Messenger::Impl::begin_handshake(Connection& c) {
@@ -88,7 +105,8 @@ void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
   const ConnId id = c.id;
   const auto payload = f.segment(0);
   if (c.role == Connection::Role::inbound) {
-    if (f.type() != FrameType::client_ident && f.type() != FrameType::session_reconnect) {
+    if (c.held ||
+        (f.type() != FrameType::client_ident && f.type() != FrameType::session_reconnect)) {
       fail(id, make_error_code(MessengerErrc::unexpected_frame));
       return;
     }
@@ -151,6 +169,11 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
       h.client_cookie == 0 || (c.peer != 0 && c.peer != h.node)) {
     return fail(id, make_error_code(MessengerErrc::bad_payload));
   }
+  if (owns_ && !owns_(h.node)) {
+    counters_.counter("msg.accepts.wrong_loop").add_owned();
+    drop(id, true);
+    return;
+  }
   c.peer = h.node;
   Session* s = find_session(h.node);
   msg::SessionView v;
@@ -166,6 +189,11 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
          .client_cookie_retired = s->peer_cookie_retired(h.client_cookie)};
   }
   const msg::Decision d = msg::decide(v, h, options_.node_id);
+  // Answers other than accept count against the write buffer: a peer that asks again and
+  // again without reading them is not a connector (review #23).
+  if (d.kind != msg::Decision::Kind::accept && c.pending_bytes() >= options_.write_buffer) {
+    return fail(id, make_error_code(MessengerErrc::not_reading));
+  }
   RMSG_LOG(debug, "msg: node %llx: hello from %llx gs %llu cs %llu: %s",
            static_cast<unsigned long long>(options_.node_id),
            static_cast<unsigned long long>(h.node), static_cast<unsigned long long>(h.global_seq),
@@ -173,6 +201,13 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   using K = msg::Decision::Kind;
   switch (d.kind) {
     case K::accept:
+      // A restart claimed while the session's connection is open: that connection decides
+      // (session_takeover.cc).
+      if (d.reset_local && s != nullptr && hold_for_probe(c, *s, h, reconnect)) return;
+      if (s == nullptr && !room_for_session()) {  // max_sessions, and none to evict
+        counters_.counter("msg.sessions_refused").add_owned();
+        return drop(id, false);
+      }
       accept_hello(c, s != nullptr ? *s : session_for(h.node), h, d);
       return;
     case K::reset: {
@@ -260,11 +295,13 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   if (c.deadline != 0) loop_.cancel_timer(c.deadline);
   c.deadline = 0;
   release_slot(c);
+  handshake_done(c);
   c.state = Connection::State::open;
   start_keepalive(c);
   if (s.outbound == c.id) s.outbound = 0;
   s.conn = c.id;
   s.state = Session::State::open;
+  note_connected(s);
   s.ever_open = true;
   s.backoff.reset();
   counters_.counter("msg.opened").add_owned();

@@ -85,7 +85,8 @@ void link_duplicate(Runtime& rt, int from, int to) {
   SocketObject* o = src == nullptr ? nullptr : share(rt, *src);
   std::uint32_t epoll_id = src == nullptr ? 0 : src->epoll_id.load(std::memory_order_acquire);
   SocketObject* before = rt.table.attach(to, o);
-  if (epoll_id != 0) dst->epoll_id.store(epoll_id, std::memory_order_release);
+  // mark_epoll also raises max_fd_seen: a set's last-number sweep must see this number.
+  if (epoll_id != 0) rt.table.mark_epoll(to, epoll_id);
   if (before != nullptr) release_object(rt, before);
 }
 

@@ -28,6 +28,13 @@ void Acceptor::clear() {
 
 void Acceptor::accept(verbs::CmId id, std::span<const std::byte> request,
                       const wire::Hello& hello) {
+  // Before any lease, stream or structure: a flood of requests that never complete costs
+  // at most max_inbound_handshakes structures until their connect_timeout.
+  const std::size_t cap = options_.max_inbound_handshakes;
+  if (cap != 0 && pending_.size() >= cap) {
+    if (hooks_.on_handshakes_full) hooks_.on_handshakes_full();
+    return reject_request(channel_.get(), std::move(id), wire::RejectReason::resources);
+  }
   ResourceHooks hooks = hooks_;
   hooks.route = {};
   if (hooks_.admit) {

@@ -33,8 +33,10 @@ class Acceptor {
   ~Acceptor();
 
   // Accepts the request of `id` (on this loop's channel; `request` its private data,
-  // `hello` its decoded hello), or rejects it: over the admission limit or without a
-  // stream, with a reject hello of reason `resources`; if the CM setup fails, as
+  // `hello` its decoded hello), or rejects it: with RdmaOptions::max_inbound_handshakes
+  // requests of this acceptor not yet established (checked first: nothing is built or
+  // leased for it), over the admission limit or without a stream, with a reject hello of
+  // reason `resources`; if the CM setup fails, as
   // CmConnection::accept does. Inside or outside the channel's dispatch.
   void accept(verbs::CmId id, std::span<const std::byte> request, const wire::Hello& hello);
   // Replaces the options, hooks and callback of later requests (and the callback of

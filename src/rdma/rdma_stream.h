@@ -215,6 +215,9 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
 
   // negotiated
   std::uint32_t max_message_ = 0;
+  // What one inline SEND may carry: the device's grant, but never more than max_message_
+  // (a peer's receive block may be smaller than the grant).
+  std::uint32_t inline_limit_ = 0;
   std::uint32_t peer_recv_blocks_ = 0;
   std::uint32_t features_ = 0;  // both hellos set these bits (wire.h, Feature bits)
   Credits credits_;

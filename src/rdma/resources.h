@@ -145,6 +145,9 @@ struct ResourceHooks {
   // connection, or null to reject the request (the reject hello's reason `resources`).
   // {}: every request is admitted.
   std::function<std::shared_ptr<void>()> admit;
+  // Passive side: a request was rejected because RdmaOptions::max_inbound_handshakes
+  // requests of this acceptor are in their handshake already (for counting). {}: none.
+  std::function<void()> on_handshakes_full;
   // Held by the stream until it is destroyed - for a lingering stream, when its linger
   // ends - so a manager's count of live connections includes lingering ones.
   std::shared_ptr<void> lease;

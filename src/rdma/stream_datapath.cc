@@ -184,8 +184,8 @@ Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
   write_called();
   const std::size_t size = data.size();
   if (conn_ == ConnState::established && !error_ && tx_ == TxState::open && rx_ != RxState::gone &&
-      size - 1 < res_->inline_granted && send_ring_.staged_blocks() == 0 &&
-      send_ring_.free_blocks() > 0 && sq_free() >= 2 && credits_.can_send_data()) {
+      size - 1 < inline_limit_ && send_ring_.staged_blocks() == 0 && send_ring_.free_blocks() > 0 &&
+      sq_free() >= 2 && credits_.can_send_data()) {
     ibv_send_wr wr{};
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(data.data()), static_cast<std::uint32_t>(size),
                 res_->send_mr->lkey};
@@ -248,7 +248,7 @@ Result<std::size_t> RdmaStream::send_data(GatherSource& src) {
   }
   if (error_) return error_;  // a bad completion just reaped
   if (auto r = flush_staged(); !r) return write_failed(r.error(), 0);
-  if (size <= res_->inline_granted && src.single() != nullptr && send_ring_.staged_blocks() == 0 &&
+  if (size <= inline_limit_ && src.single() != nullptr && send_ring_.staged_blocks() == 0 &&
       credits_.can_send_data() && sq_free() >= 2) {
     return send_inline(src.single(), static_cast<std::uint32_t>(size));
   }

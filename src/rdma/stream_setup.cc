@@ -110,6 +110,9 @@ RingStart ring_start() {
 void RdmaStream::negotiate(const wire::Hello& peer) {
   features_ = advertised_ & peer.features;
   max_message_ = std::min(geometry_.send_block_size, peer.recv_block_size);
+  // The passive side negotiates before it has resources, the active side after:
+  // cm_acquire sets the limit too.
+  inline_limit_ = std::min(res_ ? res_->inline_granted : 0u, max_message_);
   peer_recv_blocks_ = peer.recv_block_count;
   credits_.reset(peer.recv_block_count, geometry_.recv_block_count);
 }
@@ -118,6 +121,7 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   auto res = hooks_.acquire(id, geometry_);
   if (!res) return res.error();
   res_ = std::move(res).value();
+  inline_limit_ = std::min(res_->inline_granted, max_message_);  // 0 until negotiated
   const RingStart start = ring_start();
   if (start.generation) res_->generation = *start.generation;
   res_->generation = next_generation(res_->generation);

@@ -7,6 +7,7 @@
 
 #include "msg/banner.h"
 #include "msg/frame_encoder.h"
+#include "msg/heap_in_use.h"
 #include "msg/messenger_loopback_fixture.h"
 #include "msg/reassembly.h"
 #include "msg/session_frames.h"
@@ -204,6 +205,80 @@ TEST_F(MessengerBadInputTest, AnAbandonedIdentReadLateDoesNotResetTheNewerSessio
   std::array<std::byte, 16> body{};
   write_frame(FrameType::message, h, body);
   ASSERT_TRUE(run([&] { return b_.node.ledger.delivered == 1; }));
+}
+
+// Writes `frame` `count` times as fast as B reads, never reading what B answers.
+void flood(EventLoop& loop, Stream& raw, std::span<const std::byte> frame, int count) {
+  std::vector<std::byte> all;
+  for (int i = 0; i < count; ++i) all.insert(all.end(), frame.begin(), frame.end());
+  std::span<const std::byte> rest(all);
+  while (!rest.empty()) {
+    auto n = raw.write(rest);
+    if (n.ok()) {
+      rest = rest.subspan(n.value());
+    } else if (n.is(Errc::would_block)) {
+      (void)loop.run_once(Duration::zero());
+    } else {
+      return;  // closed by B
+    }
+  }
+  for (int i = 0; i < 16; ++i) (void)loop.run_once(Duration::zero());
+}
+
+std::vector<std::byte> control_frame(FrameType type, std::span<const std::byte> payload) {
+  std::array<std::byte, 256> buf{};
+  const msg::Segment seg{payload, 0};
+  auto n = msg::encode_frame_to(buf, type, std::span(&seg, 1), {});
+  return {buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n.value())};
+}
+
+// Review #7: a peer that sends keepalives and never reads. Their acks count against the
+// write buffer: beyond it they are dropped (one waiting is as good as many), so B's memory
+// for the connection stays within write_buffer, and B goes on serving others.
+TEST_F(MessengerBadInputTest, KeepalivesFromAPeerThatNeverReadsGrowNothingBeyondTheWriteBuffer) {
+  MessengerOptions o = options(kB);
+  o.write_buffer = 16 << 10;
+  start_b(o);
+  connect_raw();
+  write_banner();
+  write_hello();
+  ASSERT_TRUE(run([&] { return b_.node.counter("msg.decisions.accept") == 1; }));
+  const auto ka = control_frame(FrameType::keepalive, msg::encode(msg::Value64{1}));
+  flood(*loop_, raw_, ka, 3000);  // the loopback pipe back to us (64 KiB) fills up first
+  const std::size_t before = heap_in_use();
+  flood(*loop_, raw_, ka, 20000);  // ~0.9 MB of acks without the bound
+  const std::size_t after = heap_in_use();
+  EXPECT_LT(after, before + (64 << 10)) << "grew by " << (after - before) << " bytes";
+  EXPECT_GT(b_.node.counter("msg.keepalive_acks_dropped"), 0u);
+  expect_b_serves();
+}
+
+// Review #23: the handshake's answers (retry, retry_global, wait) to a peer that asks again
+// and again without reading count against the write buffer too: past it the connection
+// closes (not_reading), and B goes on serving others.
+TEST_F(MessengerBadInputTest, HandshakeAnswersToAPeerThatNeverReadsAreBounded) {
+  MessengerOptions o = options(kB);
+  o.write_buffer = 16 << 10;
+  start_b(o);
+  connect_raw();
+  write_banner();
+  write_hello(77, 5);
+  ASSERT_TRUE(run([&] { return b_.node.counter("msg.decisions.accept") == 1; }));
+  Stream first = std::move(raw_);
+  connect_raw();
+  write_banner();
+  // The same session's cookie with an old global_seq: answered retry_global, each time.
+  const auto stale = control_frame(
+      FrameType::client_ident,
+      msg::encode(msg::Hello{
+          .node = 9, .target = kB, .client_cookie = 77, .global_seq = 1, .connect_seq = 2}));
+  const std::size_t before = heap_in_use();
+  flood(*loop_, raw_, stale, 20000);  // ~1 MB of answers without the bound
+  const std::size_t after = heap_in_use();
+  // The loopback pipe's 64 KiB, the write buffer's, a connection's own.
+  EXPECT_LT(after, before + (256 << 10)) << "grew by " << (after - before) << " bytes";
+  EXPECT_EQ(b_.node.counter("msg.errors.not_reading"), 1u);
+  expect_b_serves();
 }
 
 TEST_F(MessengerBadInputTest, SilentPeerTimesOut) {

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "rmsg/loop_threads.h"
@@ -127,6 +129,92 @@ TEST(MessengerRdmaLoops, ConnectsAreAcceptedOnTheLoopThatOwnsTheSession) {
   EXPECT_EQ(on_loop[0], owners[0]);
   EXPECT_EQ(on_loop[1], owners[1]);
   EXPECT_EQ(hub->counter_total("msg.resets"), 0u);
+  hub.reset();
+  peers.clear();
+}
+
+// #9: a connection the hub accepts over RDMA on either loop is recorded as RDMA. Both sides
+// add each other rdma_preferred with a short probe backoff: a session that believed it was
+// on TCP would probe RDMA (replacing a working connection) within a few hundred ms. Any
+// session event after the first connections ends the wait early.
+TEST(MessengerRdmaLoops, AcceptedRdmaConnectionsAreRecordedAsRdmaAndNotProbed) {
+  const char* host = std::getenv("RMSG_RDMA_ADDR");
+  ASSERT_NE(host, nullptr) << "RMSG_RDMA_ADDR is not set: run in the Soft-RoCE guest";
+  struct Events {
+    std::mutex mu;
+    std::condition_variable cv;
+    int connected = 0;
+    int other = 0;  // anything but the first connections: switched, failed, disconnected...
+    std::uint64_t delivered = 0;
+    void on(const SessionEvent& e) {
+      const std::lock_guard lock(mu);
+      ++(e.kind == SessionEvent::Kind::connected ? connected : other);
+      cv.notify_all();
+    }
+  } ev;
+  const auto tcp_to = [](const std::string& address) {
+    ConnectionParams p;
+    p.transport = Transport::tcp;
+    p.peer = SocketAddress::parse(address).value();
+    return p;
+  };
+  const auto options = [](NodeId id) {
+    MessengerOptions o;
+    o.node_id = id;
+    o.probe_backoff_initial = 100ms;
+    return o;
+  };
+  const auto on_message = [&ev](NodeId, std::span<const std::byte>) {
+    const std::lock_guard lock(ev.mu);
+    ++ev.delivered;
+    ev.cv.notify_all();
+  };
+  const auto on_event = [&ev](SessionEvent e) { ev.on(e); };
+  auto hub_loops = LoopThreads::create(2).value();
+  auto peer_loops = LoopThreads::create(2).value();
+  auto hub = Messenger::create(hub_loops->loops(), options(kHub), on_message, on_event).value();
+  const auto any = SocketAddress::from_host_port(host, 0).value();
+  const std::string hub_rdma = hub->listen(any, rdma_to(std::string(host) + ":1")).value();
+  const std::string hub_tcp = hub->listen(any, tcp_to(std::string(host) + ":1")).value();
+  // One peer owned by each of the hub's loops.
+  std::vector<NodeId> ids;
+  for (NodeId id = 2; ids.size() < 2; ++id) {
+    const bool on0 = &hub->loop_of(id) == &hub_loops->loop(0);
+    if (on0 == ids.empty()) ids.push_back(id);
+  }
+  std::vector<std::unique_ptr<Messenger>> peers;
+  for (std::size_t i = 0; i < 2; ++i) {
+    auto m = Messenger::create(peer_loops->loop(i), options(ids[i]), on_message, on_event).value();
+    const std::string r = m->listen(any, rdma_to(std::string(host) + ":1")).value();
+    const std::string t = m->listen(any, tcp_to(std::string(host) + ":1")).value();
+    ASSERT_TRUE(hub->add_peer(ids[i], PeerAddresses{rdma_to(r), tcp_to(t)}).ok());
+    ASSERT_TRUE(m->add_peer(kHub, PeerAddresses{rdma_to(hub_rdma), tcp_to(hub_tcp)}).ok());
+    peers.push_back(std::move(m));
+  }
+  hub_loops->start();
+  peer_loops->start();
+  // The peers connect in: the hub's sessions live on the connections it accepted.
+  for (auto& m : peers) ASSERT_TRUE(m->send(kHub, numbered(1)).ok());
+  {
+    std::unique_lock lock(ev.mu);
+    ASSERT_TRUE(ev.cv.wait_for(lock, 30s, [&] { return ev.delivered == 2 && ev.connected == 4; }))
+        << ev.delivered << " delivered, " << ev.connected << " connected";
+    // Four probe intervals and more: a session that thinks it is on TCP has probed by then.
+    EXPECT_FALSE(ev.cv.wait_for(lock, 1500ms, [&] { return ev.other > 0 || ev.connected > 4; }))
+        << ev.other << " other events, " << ev.connected << " connected";
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    std::optional<Messenger::SessionInfo> theirs, mine;
+    const std::size_t owner = &hub->loop_of(ids[i]) == &hub_loops->loop(0) ? 0 : 1;
+    hub_loops->run_sync(owner, [&] { theirs = hub->session_info(ids[i]); });
+    peer_loops->run_sync(i, [&] { mine = peers[i]->session_info(kHub); });
+    ASSERT_TRUE(theirs && mine);
+    EXPECT_EQ(theirs->transport, Transport::rdma) << "hub loop " << owner;
+    EXPECT_EQ(mine->transport, Transport::rdma);
+    EXPECT_EQ(peers[i]->counter_total("msg.probes"), 0u);
+  }
+  EXPECT_EQ(hub->counter_total("msg.probes"), 0u);
+  EXPECT_EQ(hub->counter_total("msg.switches.to_tcp"), 0u);
   hub.reset();
   peers.clear();
 }

@@ -8,6 +8,7 @@
 
 #include "msg/accept_router.h"
 #include "msg/banner.h"
+#include "msg/crc32c.h"
 #include "msg/frame_encoder.h"
 #include "msg/messenger_loopback_fixture.h"
 #include "msg/rpc_fixture.h"
@@ -158,11 +159,16 @@ TEST_F(MessengerServicesTest, AnAttachFromAnotherThreadHoldsForTheNextMessageAlr
   ASSERT_TRUE(run([&] { return got == 2; }));
 }
 
+// A valid banner with an `ext`-byte extension (the router checks it whole), then a hello
+// preamble and payload (the router reads only the node field of those).
 std::vector<std::byte> hello_bytes(NodeId node, std::size_t ext = 0) {
-  std::vector<std::byte> out(msg::kBannerSize + ext);
-  std::copy(msg::kBannerMagic.begin(), msg::kBannerMagic.end(), out.begin());
+  const auto banner = msg::encode_banner(msg::Banner{});
+  std::vector<std::byte> out(banner.begin(), banner.begin() + msg::kBannerFixedSize);
   out[12] = static_cast<std::byte>(ext & 0xff);
   out[13] = static_cast<std::byte>(ext >> 8);
+  out.resize(msg::kBannerFixedSize + ext);
+  const std::uint32_t crc = msg::crc32c(out);
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>(crc >> (8 * i)));
   msg::Hello h;
   h.node = node;
   h.client_cookie = 5;
@@ -202,6 +208,13 @@ TEST(HelloPeek, RejectsWhatIsNoMessengerHello) {
   long_ext[13] = std::byte{0x10};  // 4096 > 256
   EXPECT_EQ(msg::peek_hello(long_ext).verdict, V::malformed);
   EXPECT_EQ(msg::peek_hello(hello_bytes(0)).verdict, V::malformed);
+  // A banner the shard would refuse is refused as soon as it is complete, not at the
+  // handshake timeout: a bad CRC, and a version this build does not speak.
+  auto bad_crc = hello_bytes(7);
+  bad_crc[msg::kBannerFixedSize] ^= std::byte{1};
+  EXPECT_EQ(msg::peek_hello(std::span(bad_crc).first(msg::kBannerSize)).verdict, V::malformed);
+  const auto v9 = msg::encode_banner(msg::Banner{.version_min = 9, .version_max = 9});
+  EXPECT_EQ(msg::peek_hello(v9).verdict, V::malformed);
 }
 
 }  // namespace

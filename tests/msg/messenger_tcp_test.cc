@@ -3,6 +3,10 @@
 // the soak (100,000 messages each way, random kills).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "msg/messenger_real_fixture.h"
 
 namespace rmsg::testing {
@@ -176,6 +180,88 @@ TEST(MessengerTcpKeepalive, APeerThatStopsAnsweringIsFoundDeadWithinTheTimeout) 
                   std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
   a.value().reset();
   b.value().reset();
+}
+
+}  // namespace
+}  // namespace rmsg::testing
+
+namespace rmsg::testing {
+namespace {
+
+// A process that runs node `id` (its own loop and messenger) and sends one message to
+// node 2 at `address`; it runs until killed. Forked from a test whose loop is driven by
+// the test's own thread (no other threads exist to fork from).
+pid_t spawn_node(NodeId id, const std::string& address) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  auto loop = EventLoop::create({}).value();
+  MessengerOptions o;
+  o.node_id = id;
+  o.backoff_initial = std::chrono::milliseconds(2);
+  o.backoff_max = std::chrono::milliseconds(50);
+  auto m = Messenger::create(*loop, o, [](NodeId, std::span<const std::byte>) {}).value();
+  ConnectionParams p;
+  p.transport = Transport::tcp;
+  p.peer = SocketAddress::parse(address).value();
+  (void)m->add_peer(2, p);
+  (void)m->send(2, numbered(1));
+  loop->run_for([] { return false; }, std::chrono::seconds(60));
+  ::_exit(0);
+}
+
+struct Killed {
+  pid_t pid;
+  ~Killed() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Review #3 over real TCP with real processes: while node 1's process is alive, a second
+// process with node id 1 is refused (duplicate_node) and the first keeps its session;
+// after the first is killed with -9, the next one's hello is accepted promptly as a
+// restart (reset peer_restarted) and its message is delivered.
+TEST(MessengerTcpTakeover, ADuplicateIsRefusedAndARestartAfterKillIsAccepted) {
+  auto loop = EventLoop::create({}).value();
+  MessengerOptions o;
+  o.node_id = 2;
+  std::vector<SessionEvent> events;
+  int delivered = 0;
+  auto b = Messenger::create(
+               *loop, o, [&](NodeId, std::span<const std::byte>) { ++delivered; },
+               [&](SessionEvent e) { events.push_back(std::move(e)); })
+               .value();
+  ConnectionParams p;
+  p.transport = Transport::tcp;
+  const auto addr = b->listen(SocketAddress::parse("127.0.0.1:0").value(), p).value();
+  auto resets = [&] {
+    int n = 0;
+    for (const auto& e : events) {
+      n += e.kind == SessionEvent::Kind::reset &&
+           e.error == make_error_code(MessengerErrc::peer_restarted);
+    }
+    return n;
+  };
+  Killed first{spawn_node(1, addr)};
+  ASSERT_GT(first.pid, 0);
+  ASSERT_TRUE(loop->run_for([&] { return delivered == 1; }, std::chrono::seconds(10)));
+  Killed second{spawn_node(1, addr)};  // the same node id, alive at the same time
+  ASSERT_GT(second.pid, 0);
+  ASSERT_TRUE(loop->run_for([&] { return b->counters().value("msg.duplicate_node") >= 2; },
+                            std::chrono::seconds(10)));
+  EXPECT_EQ(resets(), 0);
+  EXPECT_EQ(delivered, 1);
+  ::kill(first.pid, SIGKILL);
+  ::waitpid(first.pid, nullptr, 0);
+  first.pid = -1;
+  // The second process keeps trying (its backoff is at most 50 ms): now it is the restart.
+  const auto t0 = loop->now();
+  ASSERT_TRUE(
+      loop->run_for([&] { return resets() == 1 && delivered == 2; }, std::chrono::seconds(10)));
+  EXPECT_LT(loop->now() - t0, o.handshake_timeout);
+  b.reset();
 }
 
 }  // namespace

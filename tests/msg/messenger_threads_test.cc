@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "msg/banner.h"
 #include "msg/msg_harness.h"
 #include "rmsg/loop_threads.h"
 #include "rmsg/messenger.h"
@@ -345,6 +346,46 @@ TEST(MessengerThreads, TheRouterClosesWhatIsNoHello) {
   ::close(silent);
 }
 
+// A routed socket whose peer sent part of a banner and hung up (FIN) can never complete:
+// it is closed at once, for a few loop callbacks (a peek of a socket at end of stream
+// finds it readable for ever, so waiting for the rest would spin loop 0 until the
+// handshake timeout).
+TEST(MessengerThreads, TheRouterClosesAPartialBannerThatHungUpAtOnce) {
+  auto loops = LoopThreads::create(2).value();  // driven by this thread: never started
+  MessengerOptions o = opts(1);
+  o.handshake_timeout = 30s;
+  auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
+  const auto addr =
+      m->listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1")).value();
+  EventLoop& l0 = loops->loop(0);
+  auto value = [&](const char* name) { return m->counters(0).value(name); };
+  const int fd = raw_connect(addr);
+  ASSERT_GE(fd, 0);
+  const std::string part = "rmsg-msg\x01";  // the magic and one byte more, then FIN
+  ASSERT_EQ(::send(fd, part.data(), part.size(), MSG_NOSIGNAL), static_cast<ssize_t>(part.size()));
+  ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+  const auto t0 = l0.now();
+  const std::uint64_t before = l0.counters().value("loop.callbacks");
+  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.closed") == 1; }, 2s));
+  EXPECT_LE(l0.counters().value("loop.callbacks") - before, 3u);
+  EXPECT_LT(l0.now() - t0, o.handshake_timeout);
+  char b = 0;
+  EXPECT_LE(::recv(fd, &b, 1, 0), 0);  // closed (reset: its bytes were never read)
+  ::close(fd);
+  // A whole banner the shard would refuse (here its CRC) is refused as soon as it is in,
+  // without a hangup, not at the handshake timeout (B3).
+  const int bad = raw_connect(addr);
+  ASSERT_GE(bad, 0);
+  auto banner = msg::encode_banner(msg::Banner{});
+  banner[msg::kBannerFixedSize] ^= std::byte{1};
+  ASSERT_EQ(::send(bad, banner.data(), banner.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(banner.size()));
+  const auto t1 = l0.now();
+  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.malformed") == 1; }, 2s));
+  EXPECT_LT(l0.now() - t1, o.handshake_timeout);
+  ::close(bad);
+}
+
 // A flood of silent connections holds at most max_accepts_waiting sockets: each one more
 // closes the one that has waited longest.
 TEST(MessengerThreads, TheRouterBoundsTheSocketsWaitingForAHello) {
@@ -634,6 +675,58 @@ TEST(MessengerThreads, GracefulShutdownDrainsEveryLoop) {
   EXPECT_EQ(done.count(), 1u);
   a.reset();
   peers.clear();
+}
+
+}  // namespace
+}  // namespace rmsg::testing
+
+namespace rmsg::testing {
+namespace {
+
+// Sessions expire (and their per-peer budgets are forgotten) on their loops while other
+// threads keep sending to the same peers: every message a send() accepted comes back in a
+// reset (session_expired) event, none is lost or counted twice, and once the senders
+// stopped every session is gone.
+TEST(MessengerThreads, SessionsExpireWhileOtherThreadsSendToThem) {
+  auto loops = LoopThreads::create(2).value();
+  MessengerOptions o = opts(1);
+  o.session_expiry = 20ms;  // no addresses: every session waits for its peer, then expires
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t handed_back = 0;
+  std::uint64_t expired = 0;
+  auto hub = Messenger::create(
+                 loops->loops(), o, [](NodeId, std::span<const std::byte>) {},
+                 [&](SessionEvent e) {
+                   if (e.kind != SessionEvent::Kind::reset) return;
+                   EXPECT_EQ(e.error, make_error_code(MessengerErrc::session_expired));
+                   const std::lock_guard lock(mu);
+                   ++expired;
+                   handed_back += e.unknown.size() + e.unsent.size();
+                   cv.notify_all();
+                 })
+                 .value();
+  loops->start();
+  std::atomic<std::uint64_t> accepted{0};
+  std::vector<std::thread> senders;
+  for (std::uint32_t t = 0; t < 4; ++t) {
+    senders.emplace_back([&, t] {
+      for (std::uint64_t i = 0; i < 3000; ++i) {
+        if (hub->send(100 + (i % 16), tagged(t, i)).ok()) accepted.fetch_add(1);
+        if (i % 256 == 0) std::this_thread::sleep_for(5ms);  // pacing: some expire meanwhile
+      }
+    });
+  }
+  for (auto& s : senders) s.join();
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return handed_back >= accepted.load(); }));
+    EXPECT_EQ(handed_back, accepted.load());
+    EXPECT_GT(expired, 16u);  // sessions came back after expiring
+  }
+  EXPECT_GT(accepted.load(), 0u);
+  EXPECT_EQ(hub->counter_total("msg.sessions_live"), 0u);
+  hub.reset();
 }
 
 }  // namespace

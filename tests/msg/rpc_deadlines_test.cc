@@ -1,9 +1,11 @@
 // DeadlineQueue: one timer's worth of call deadlines, stale entries skipped and bounded.
+// The budget conversions saturate (no signed overflow: this runs under UBSan too).
 #include "msg/rpc_deadlines.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <map>
 
 namespace rmsg::msg {
@@ -65,6 +67,42 @@ TEST(DeadlineQueue, RebuildKeepsEveryLiveDeadline) {
     if (c.live.contains(e.id) && c.live[e.id] == e.deadline) seen[e.id] = e.deadline;
   }
   EXPECT_EQ(seen, c.live);
+}
+
+TEST(RpcBudget, NoDeadlineTravelsAsNoBudget) {
+  const Clock::time_point now = Clock::time_point{} + std::chrono::hours(1);
+  EXPECT_EQ(budget_for(Clock::time_point::max(), now), kNoBudget);
+  EXPECT_EQ(budget_for(now + std::chrono::nanoseconds(1), now), 1u);  // rounded up
+  EXPECT_EQ(budget_for(now + milliseconds(5), now), 5000u);
+  // A difference the clock cannot hold (a negative `now`, as a manual clock may give).
+  EXPECT_EQ(budget_for(Clock::time_point::max() - std::chrono::nanoseconds(1),
+                       Clock::time_point::min() + std::chrono::hours(1)),
+            kNoBudget);
+}
+
+TEST(RpcBudget, HostileBudgetsSaturateToNoDeadline) {
+  const Clock::time_point max = Clock::time_point::max();
+  for (const Clock::time_point rx :
+       {Clock::time_point{}, Clock::time_point{} + std::chrono::hours(1),
+        Clock::time_point{} + std::chrono::hours(24 * 365 * 100), max - milliseconds(1),
+        Clock::time_point::min() + milliseconds(1)}) {
+    EXPECT_EQ(deadline_for(rx, kNoBudget), max);
+    for (const std::uint64_t b :
+         {kNoBudget - 1, std::uint64_t{1} << 63, (std::uint64_t{1} << 63) - 1,
+          std::uint64_t{9'223'372'036'854'775}, std::uint64_t{9'223'372'036'854'776},
+          std::uint64_t{1} << 62}) {
+      EXPECT_EQ(deadline_for(rx, b), max) << b;
+    }
+  }
+  // What a caller with deadline max() - 1 ns sends reads back as no deadline, at any
+  // receiver whose clock is ahead of the caller's.
+  const Clock::time_point caller = Clock::time_point{} + std::chrono::seconds(5);
+  const std::uint64_t b = budget_for(max - std::chrono::nanoseconds(1), caller);
+  EXPECT_EQ(deadline_for(caller + std::chrono::hours(1), b), max);
+  // Ordinary budgets are exact.
+  const Clock::time_point rx = Clock::time_point{} + std::chrono::hours(1);
+  EXPECT_EQ(deadline_for(rx, 1500), rx + std::chrono::microseconds(1500));
+  EXPECT_EQ(deadline_for(rx, 0), rx);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "msg/rpc_fixture.h"
@@ -131,6 +132,41 @@ TEST_F(ObjstoreTcpTest, ServerKilledAndRestartedNoCallHangs) {
   // Completed by the deadline (the timer's own slack aside): nothing waited past it.
   EXPECT_LE(worst, kTimeout + milliseconds(100));
   EXPECT_FALSE(failures.empty());  // the crash was seen by someone
+}
+
+// A client that restarts numbers its calls from 1 again; its put must be stored, not
+// answered from the dedupe table with the reply to its predecessor's put of the same id
+// (review #2). The server forgot the client in between (mark_down, as after a failure), so
+// the restart is not seen as one.
+TEST_F(ObjstoreTcpTest, APutAfterAClientRestartIsStored) {
+  start_server(0);
+  ConnectionParams p = tcp();
+  p.peer = SocketAddress::parse(address_).value();
+  constexpr NodeId kClient = 100;
+  const auto call = [&](std::uint32_t method, std::vector<std::byte> body) {
+    std::optional<RpcResponse> got;
+    auto id = clients_.back()->call(kServer, method, body,
+                                    {.deadline = loop_->now() + std::chrono::seconds(10)},
+                                    [&](RpcResponse r) { got = std::move(r); });
+    EXPECT_TRUE(id.ok());
+    EXPECT_TRUE(loop_->run_for([&] { return got.has_value(); }, std::chrono::seconds(20)));
+    return got.value_or(RpcResponse{});
+  };
+  const auto value = [](const std::string& s) { return objstore::key_body(s); };
+  for (const std::string v : {"first", "second"}) {
+    auto ep = RpcAccess::create(*loop_, objstore::store_options(kClient),
+                                std::make_unique<KillableStreams>(*loop_), {});
+    ASSERT_TRUE(ep.ok());
+    ASSERT_TRUE(ep.value()->messenger().add_peer(kServer, p).ok());
+    clients_.push_back(std::move(ep).value());
+    const RpcResponse put = call(objstore::kPut, objstore::put_body("k", value(v)));
+    EXPECT_FALSE(put.error) << put.error.message();
+    const RpcResponse got = call(objstore::kGet, objstore::key_body("k"));
+    EXPECT_FALSE(got.error) << got.error.message();
+    EXPECT_EQ(objstore::to_string(got.body), v);
+    clients_.clear();  // the client process ends
+    server_->messenger().mark_down(kClient);
+  }
 }
 
 }  // namespace

@@ -52,25 +52,44 @@ TEST(RpcWire, RejectsMalformedHeaders) {
 }
 
 TEST(RpcDedupe, EvictsOldestAndForgetsARestartedPeer) {
+  constexpr std::uint64_t kS = 77;  // the session
   DedupeTable t(3);
-  t.put({1, 1}, {std::byte{1}});
-  t.put({1, 2}, {std::byte{2}});
-  t.put({2, 1}, {std::byte{3}});
-  t.put({1, 2}, {std::byte{4}});  // replaced, not added
+  t.put({1, 1}, kS, 5, {std::byte{1}});
+  t.put({1, 2}, kS, 5, {std::byte{2}});
+  t.put({2, 1}, kS, 5, {std::byte{3}});
+  t.put({1, 2}, kS, 5, {std::byte{4}});  // replaced, not added
   EXPECT_EQ(t.size(), 3u);
-  t.put({2, 2}, {std::byte{5}});  // evicts (1,1)
-  EXPECT_EQ(t.find({1, 1}), nullptr);
-  const std::vector<std::byte>* kept = t.find({1, 2});
+  t.put({2, 2}, kS, 5, {std::byte{5}});  // evicts (1,1)
+  EXPECT_EQ(t.find({1, 1}, kS, 5), nullptr);
+  const std::vector<std::byte>* kept = t.find({1, 2}, kS, 5);
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(kept->size(), 1u);
   EXPECT_EQ(kept->front(), std::byte{4});
   t.forget(2);
-  EXPECT_EQ(t.find({2, 1}), nullptr);
-  EXPECT_EQ(t.find({2, 2}), nullptr);
+  EXPECT_EQ(t.find({2, 1}, kS, 5), nullptr);
+  EXPECT_EQ(t.find({2, 2}, kS, 5), nullptr);
   EXPECT_EQ(t.size(), 1u);
   DedupeTable off(0);
-  off.put({1, 1}, {});
+  off.put({1, 1}, kS, 5, {});
   EXPECT_EQ(off.size(), 0u);
+}
+
+TEST(RpcDedupe, AnswersOnlyTheSameSessionAndMethod) {
+  DedupeTable t(4);
+  t.put({1, 1}, 10, 5, {std::byte{1}});
+  EXPECT_NE(t.find({1, 1}, 10, 5), nullptr);
+  EXPECT_EQ(t.find({1, 1}, 11, 5), nullptr);  // another session of the peer
+  EXPECT_EQ(t.find({1, 1}, 10, 6), nullptr);  // another method
+  t.erase({1, 1});
+  EXPECT_EQ(t.find({1, 1}, 10, 5), nullptr);
+  // Erased and replaced entries leave stale eviction slots: the live entries are still
+  // the newest four, and the slots stay bounded.
+  for (std::uint64_t id = 1; id <= 1000; ++id) {
+    t.put({1, id}, 10, 5, {});
+    if (id % 2 == 0) t.erase({1, id - 1});
+  }
+  EXPECT_LE(t.size(), 4u);
+  EXPECT_NE(t.find({1, 1000}, 10, 5), nullptr);
 }
 
 }  // namespace

@@ -138,7 +138,9 @@ class RdmaLinger : public RdmaTest {
     const auto reply = random_bytes(kReply, fresh_seed("linger reply"));
     std::vector<bool> server_closed(total, false);
     std::deque<std::unique_ptr<ServerConn>> servers;
-    auto l = rdma_listen(loop(), address(), small_rings(server_linger), [&](Stream s) {
+    RdmaOptions server = small_rings(server_linger);
+    server.max_inbound_handshakes = static_cast<std::uint32_t>(window);  // above the default
+    auto l = rdma_listen(loop(), address(), server, [&](Stream s) {
       servers.push_back(std::make_unique<ServerConn>(std::move(s), reply, server_closed));
     });
     EXPECT_TRUE(l.ok()) << l.error().message();

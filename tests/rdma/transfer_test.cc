@@ -1,6 +1,7 @@
 // Byte-exact transfers over the RDMA stream, client and server on one loop thread.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -109,6 +110,45 @@ TEST_F(RdmaTransfer, LongWritesPostTheirMessagesAsChains) {
   EXPECT_GE(info->data_messages_sent, data.size() / 1024);
   // 70000-byte writes span 69 blocks: each post carries many of them.
   EXPECT_LT(info->send_posts * 4, info->data_messages_sent) << info->send_posts << " posts";
+}
+
+// #13: a write small enough to go inline still never exceeds the peer's receive block. The
+// server takes the smallest block a hello allows (64 bytes) while the device grants more
+// inline: 200 bytes through write() (its fast path) and through writev() (send_data) each
+// arrive as four messages, and neither side fails.
+TEST_F(RdmaTransfer, InlineWritesRespectTheSmallestReceiveBlock) {
+  RdmaOptions s = test_options();
+  s.recv_block_size = 64;
+  Stream client, server;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(test_options(), s, client, server));
+  auto info = rdma_stream_info(client);
+  ASSERT_TRUE(info.ok());
+  ASSERT_EQ(info->max_message, 64u);
+  ASSERT_GT(info->inline_granted, 200u) << "the case needs an inline grant above the write";
+  const auto data = random_bytes(400, fresh_seed("inline small block"));
+  const std::span<const std::byte> first = std::span(data).first(200);
+  const std::span<const std::byte> second = std::span(data).subspan(200);
+  auto w = client.write(first);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  ASSERT_EQ(w.value(), 200u);
+  auto v = client.writev({&second, 1});
+  ASSERT_TRUE(v.ok()) << v.error().message();
+  ASSERT_EQ(v.value(), 200u);
+  Reader r(server, fresh_seed("inline reader"), 512);
+  std::array<std::byte, 1> probe{};
+  std::error_code client_error;
+  client.on_readable([&] {
+    if (auto c = client.read(probe); !c && !c.is(Errc::would_block)) client_error = c.error();
+  });
+  ASSERT_TRUE(loop().run_for([&] { return r.got.size() >= 400 || r.error || client_error; }, 30s))
+      << r.got.size() << " read";
+  ASSERT_FALSE(r.error) << r.error.message();
+  ASSERT_FALSE(client_error) << client_error.message();
+  EXPECT_TRUE(r.got == data);
+  info = rdma_stream_info(client);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->data_messages_sent, 8u);  // 64 + 64 + 64 + 8, twice
+  client.on_readable({});
 }
 
 int thread_count() {

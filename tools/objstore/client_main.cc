@@ -1,9 +1,13 @@
-// rmsg-objstore --connect HOST:PORT [--transport tcp|rdma] [--timeout MS] COMMAND
+// rmsg-objstore [--connect HOST:PORT] [--transport tcp|rdma] [--timeout MS] COMMAND
 //   put KEY VALUE | put KEY --size N | get KEY | del KEY | list [PREFIX]
-//   bench [--clients N] [--size BYTES] [--ops N] [--get-percent P]
+//   bench [--clients N] [--size BYTES] [--ops N] [--get-percent P] [--node-base N]
 // Every call has a deadline (--timeout, default 2000 ms): a call completes or fails with
 // its reason (timeout, session reset, not found...), never hangs. Exit status: 0 ok, 1 the
-// call failed, 2 usage.
+// call failed, 2 usage (--help: the usage, status 0).
+//
+// Node ids: a one-shot command draws a random one; bench's clients are --node-base + i,
+// the base random unless given, so that two benches at once do not share node ids (a
+// shared id looks like a restart to the server and resets the other's session).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,8 +17,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "args.h"
 #include "rmsg/rpc.h"
 #include "store.h"
 
@@ -29,13 +36,20 @@ struct Args {
   std::chrono::milliseconds timeout{2000};
   std::vector<std::string> words;
   std::size_t clients = 4, size = 4096, ops = 10000, get_percent = 50;
+  std::optional<NodeId> node_base;
+  SocketAddress peer;
 };
 
+constexpr const char* kUsage =
+    "usage: rmsg-objstore [--connect HOST:PORT] [--transport tcp|rdma] [--timeout MS] COMMAND\n"
+    "  COMMAND: put KEY VALUE | put KEY --size N | get KEY | del KEY | list [PREFIX]\n"
+    "           bench [--clients N] [--size BYTES] [--ops N] [--get-percent P] [--node-base N]\n"
+    "  --connect  the server's numeric address (default 127.0.0.1:7400)\n"
+    "  --timeout  each call's deadline in ms (default 2000)\n"
+    "Exit status: 0 ok, 1 the call failed, 2 usage.\n";
+
 int usage() {
-  std::fprintf(stderr,
-               "usage: rmsg-objstore --connect HOST:PORT [--transport tcp|rdma] [--timeout MS]\n"
-               "         put KEY VALUE | put KEY --size N | get KEY | del KEY | list [PREFIX]\n"
-               "         bench [--clients N] [--size BYTES] [--ops N] [--get-percent P]\n");
+  std::fputs(kUsage, stderr);
   return 2;
 }
 
@@ -48,9 +62,7 @@ Result<Client> make_client(EventLoop& loop, const Args& a, NodeId node) {
   if (!ep) return ep.error();
   ConnectionParams p;
   p.transport = a.transport == "rdma" ? Transport::rdma : Transport::tcp;
-  auto addr = SocketAddress::parse(a.connect);
-  if (!addr) return addr.error();
-  p.peer = addr.value();
+  p.peer = a.peer;
   RMSG_TRY((*ep)->messenger().add_peer(1, p));
   return Client{std::move(ep).value()};
 }
@@ -79,8 +91,10 @@ int single(EventLoop& loop, const Args& a) {
     method = objstore::kPut;
     body = objstore::put_body(w[1], objstore::key_body(w[2]));
   } else if (w[0] == "put" && w.size() == 4 && w[2] == "--size") {
+    const auto n = objstore::parse_number("--size", w[3], 0, objstore::kMaxValue);
+    if (!n) return 2;
     method = objstore::kPut;
-    body = objstore::put_body(w[1], std::vector<std::byte>(std::stoull(w[3]), std::byte{'x'}));
+    body = objstore::put_body(w[1], std::vector<std::byte>(*n, std::byte{'x'}));
   } else if ((w[0] == "get" || w[0] == "del") && w.size() == 2) {
     method = w[0] == "get" ? objstore::kGet : objstore::kDel;
     body = objstore::key_body(w[1]);
@@ -109,8 +123,12 @@ int single(EventLoop& loop, const Args& a) {
 // N clients (endpoints), one call in flight each, `ops` calls in all.
 int bench(EventLoop& loop, const Args& a) {
   std::vector<Client> clients;
+  const NodeId base = a.node_base.value_or(1'000'000 + loop.random().next() % (NodeId{1} << 40));
+  std::printf("objstore bench: clients are nodes %llu to %llu\n",
+              static_cast<unsigned long long>(base),
+              static_cast<unsigned long long>(base + a.clients - 1));
   for (std::size_t i = 0; i < a.clients; ++i) {
-    auto c = make_client(loop, a, 100 + i);
+    auto c = make_client(loop, a, base + i);
     if (!c) return std::fprintf(stderr, "objstore: %s\n", c.error().message().c_str()), 1;
     clients.push_back(std::move(c).value());
   }
@@ -165,28 +183,62 @@ int bench(EventLoop& loop, const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
+  // Options with a value; "--size" is bench's before a command word, put's after "put K".
+  const auto number = [](std::string_view opt, std::string_view v, std::uint64_t min,
+                         std::uint64_t max, auto& out) {
+    const auto n = objstore::parse_number(opt, v, min, max);
+    if (n) out = static_cast<std::remove_reference_t<decltype(out)>>(*n);
+    return n.has_value();
+  };
   for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    const bool has = i + 1 < argc;
-    if (s == "--connect" && has) {
-      a.connect = argv[++i];
-    } else if (s == "--transport" && has) {
-      a.transport = argv[++i];
-    } else if (s == "--timeout" && has) {
-      a.timeout = std::chrono::milliseconds(std::stoll(argv[++i]));
-    } else if (s == "--clients" && has) {
-      a.clients = std::stoull(argv[++i]);
-    } else if (s == "--size" && has && !a.words.empty() && a.words[0] == "bench") {
-      a.size = std::stoull(argv[++i]);
-    } else if (s == "--ops" && has) {
-      a.ops = std::stoull(argv[++i]);
-    } else if (s == "--get-percent" && has) {
-      a.get_percent = std::stoull(argv[++i]);
-    } else {
-      a.words.push_back(s);
+    const std::string_view s = argv[i];
+    if (s == "--help" || s == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
     }
+    const bool put_size = s == "--size" && !a.words.empty() && a.words[0] == "put";
+    const bool option = s.starts_with("--") && !put_size;
+    if (!option) {
+      a.words.emplace_back(s);
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "objstore: %s needs a value\n", argv[i]);
+      return usage();
+    }
+    const std::string_view v = argv[++i];
+    bool ok = true;
+    if (s == "--connect") {
+      a.connect = v;
+    } else if (s == "--transport") {
+      ok = objstore::parse_transport(v);
+      a.transport = v;
+    } else if (s == "--timeout") {
+      std::uint64_t ms = 0;
+      ok = number(s, v, 1, 86'400'000, ms);
+      a.timeout = std::chrono::milliseconds(ms);
+    } else if (s == "--clients") {
+      ok = number(s, v, 1, 10'000, a.clients);
+    } else if (s == "--size") {
+      ok = number(s, v, 0, objstore::kMaxValue, a.size);
+    } else if (s == "--ops") {
+      ok = number(s, v, 1, UINT64_MAX, a.ops);
+    } else if (s == "--get-percent") {
+      ok = number(s, v, 0, 100, a.get_percent);
+    } else if (s == "--node-base") {
+      NodeId base = 0;
+      ok = number(s, v, 2, UINT64_MAX - 10'000, base);
+      a.node_base = base;
+    } else {
+      std::fprintf(stderr, "objstore: unknown option '%s'\n", argv[i - 1]);
+      return usage();
+    }
+    if (!ok) return 2;
   }
-  if (a.words.empty() || a.clients == 0) return usage();
+  if (a.words.empty()) return usage();
+  const auto peer = objstore::parse_address("--connect", a.connect);
+  if (!peer) return 2;
+  a.peer = *peer;
   auto loop = EventLoop::create();
   if (!loop) return 1;
   return a.words[0] == "bench" ? bench(**loop, a) : single(**loop, a);

@@ -5,7 +5,9 @@
 //   GET  key                         -> ok, the value | handler error kNotFound
 //   DEL  key                         -> ok, empty     | handler error kNotFound
 //   LIST prefix                      -> ok, the matching keys, each followed by '\n'
-// PUT is registered with dedupe (a retry with CallOptions::retry_of is not applied twice).
+// PUT is registered with dedupe: a retry with CallOptions::retry_of is not applied twice
+// while the server's session with the client lasts; after a session reset or a server
+// restart (the store and the table are in memory) it is applied again (at least once).
 //
 // Threading: the endpoint's loop thread.
 #pragma once
