@@ -17,7 +17,7 @@ probe() {  # probe EXPECT LINE: EXPECT is ok or missing
     [ "$1" = ok ] && return 0
     echo "layer probe: '$2' compiled in ${dirs}; it must not" >&2; return 1
   fi
-  if [ "$1" = missing ] && grep -q 'No such file' <<<"$out"; then return 0; fi
+  if [ "$1" = missing ] && grep -qE 'No such file|file not found' <<<"$out"; then return 0; fi
   echo "layer probe: '$2' in ${dirs}: expected $1, got:" >&2; echo "$out" >&2; return 1
 }
 bad=0
