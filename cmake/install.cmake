@@ -1,7 +1,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS rmsg EXPORT rmsgTargets
+install(TARGETS rmsg rmsg_socket EXPORT rmsgTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/rmsg DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -14,11 +14,31 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/rmsgConfigVersion.cmake
 install(FILES ${CMAKE_BINARY_DIR}/rmsgConfig.cmake ${CMAKE_BINARY_DIR}/rmsgConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rmsg)
 
-set(RMSG_PC_LIBS_PRIVATE "-lpthread")
+# pkg-config: rmsg (the C++ library) and rmsg-socket (the C socket API). A static library's
+# dependencies go to Libs, so `pkg-config --cflags --libs rmsg` links without --static; a
+# shared one needs them only in Libs.private. librmsg-socket is C++ inside: a C program
+# linking the static one needs the C++ runtime, so it is on its line.
+set(RMSG_PC_DEPS "-lpthread -ldl")
+set(RMSG_PC_CFLAGS "")
 if(RMSG_WITH_RDMA)
-  set(RMSG_PC_LIBS_PRIVATE "-lrdmacm -libverbs -lpthread")
+  set(RMSG_PC_DEPS "-lrdmacm -libverbs -lpthread -ldl")
+  set(RMSG_PC_CFLAGS "-DRMSG_WITH_RDMA=1")  # as find_package's rmsg::rmsg says
+endif()
+set(RMSG_SOCKET_PC_DEPS "-ldl -lstdc++ -lm")
+if(BUILD_SHARED_LIBS)
+  set(RMSG_PC_LIBS "")
+  set(RMSG_PC_LIBS_PRIVATE "${RMSG_PC_DEPS}")
+  set(RMSG_SOCKET_PC_LIBS "")
+  set(RMSG_SOCKET_PC_LIBS_PRIVATE "${RMSG_SOCKET_PC_DEPS}")
+else()
+  set(RMSG_PC_LIBS "${RMSG_PC_DEPS}")
+  set(RMSG_PC_LIBS_PRIVATE "")
+  set(RMSG_SOCKET_PC_LIBS "${RMSG_SOCKET_PC_DEPS}")
+  set(RMSG_SOCKET_PC_LIBS_PRIVATE "")
 endif()
 # Relocatable: the prefix is found relative to the .pc file (libdir may be multiarch).
 file(RELATIVE_PATH RMSG_PC_TO_PREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/rmsg.pc.in ${CMAKE_BINARY_DIR}/rmsg.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/rmsg.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(${CMAKE_SOURCE_DIR}/cmake/rmsg-socket.pc.in ${CMAKE_BINARY_DIR}/rmsg-socket.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/rmsg.pc ${CMAKE_BINARY_DIR}/rmsg-socket.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -9,11 +9,12 @@
 #include <string>
 #include <string_view>
 
+#include "rmsg/export.h"
 #include "rmsg/result.h"
 
 namespace rmsg {
 
-class SocketAddress {
+class RMSG_EXPORT SocketAddress {
  public:
   SocketAddress() = default;
   // "a.b.c.d:port" or "[v6]:port". Errors: Errc::invalid_argument.

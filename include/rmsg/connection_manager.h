@@ -66,6 +66,7 @@
 #include "rmsg/address.h"
 #include "rmsg/counters.h"
 #include "rmsg/event_loop.h"
+#include "rmsg/export.h"
 #include "rmsg/rdma.h"
 #include "rmsg/result.h"
 #include "rmsg/stream.h"
@@ -74,10 +75,10 @@
 namespace rmsg {
 
 enum class Transport : std::uint8_t { tcp = 1, rdma = 2 };
-const char* to_string(Transport t) noexcept;
+RMSG_EXPORT const char* to_string(Transport t) noexcept;
 
 // What an application asks for: where to, over what, and with which parameters.
-struct ConnectionParams {
+struct RMSG_EXPORT ConnectionParams {
   Transport transport = Transport::rdma;
   SocketAddress peer;  // connect: the peer's address and port (numeric); listen: unused
   // RDMA: the local device and port the connection must use ("" / 0: whichever the route
@@ -98,7 +99,7 @@ struct ConnectionParams {
 // The connection reuse parameters (S1.2): two structures with equal keys are
 // interchangeable. Built from ConnectionParams once the route names the local device.
 // Hashable (ReuseKeyHash) and comparable; every field takes part in both.
-struct ReuseKey {
+struct RMSG_EXPORT ReuseKey {
   Transport transport = Transport::rdma;
   std::string device;            // local RDMA device, as the route resolved it ("rxe0")
   std::uint8_t device_port = 0;  // local port on that device
@@ -126,7 +127,7 @@ struct ReuseKey {
   friend bool operator==(const ReuseKey&, const ReuseKey&) = default;
 };
 
-struct ReuseKeyHash {
+struct RMSG_EXPORT ReuseKeyHash {
   std::size_t operator()(const ReuseKey& key) const noexcept;
 };
 
@@ -140,13 +141,13 @@ enum class ConnectErrc {
   // equivalent to std::errc::resource_unavailable_try_again; retry once one is released).
   connection_limit = 4,
 };
-const std::error_category& connect_category() noexcept;
+RMSG_EXPORT const std::error_category& connect_category() noexcept;
 inline std::error_code make_error_code(ConnectErrc e) noexcept {
   return {static_cast<int>(e), connect_category()};
 }
 
 // How one connect went (for tools and tests; the counters hold the aggregates).
-struct ConnectReport {
+struct RMSG_EXPORT ConnectReport {
   Transport transport = Transport::rdma;
   bool reused = false;    // the structure came from the idle pool
   int reject_status = 0;  // REJECTED: the CM's status (8: nothing listens); else 0
@@ -159,7 +160,7 @@ struct ConnectReport {
   Duration total{};
 };
 
-struct ConnectionManagerOptions {
+struct RMSG_EXPORT ConnectionManagerOptions {
   std::size_t max_idle = 32;                          // idle structures kept, all keys together
   Duration max_idle_time = std::chrono::seconds(30);  // idle longer: destroyed by the tick
   // The periodic tick: step deadlines, recycling deadlines and idle expiry. It runs only
@@ -202,14 +203,14 @@ class ConnectionManager;
 // manager's listener (ConnectionManager::accept_routed makes it). Copyable, and any
 // thread may hold, copy and destroy one; it may outlive its manager, and a request routed
 // to it then is rejected. Empty (default-constructed): routes to no other manager.
-class AcceptTarget {
+class RMSG_EXPORT AcceptTarget {
  public:
   AcceptTarget() = default;
   explicit operator bool() const noexcept { return state_ != nullptr; }
   friend bool operator==(const AcceptTarget&, const AcceptTarget&) = default;
 
   // Internal (src/cm/accept_target.h): made by ConnectionManager::accept_routed().
-  class State;
+  class RMSG_HIDDEN State;
   explicit AcceptTarget(std::shared_ptr<State> state) : state_(std::move(state)) {}
   const std::shared_ptr<State>& state() const noexcept { return state_; }
 
@@ -222,7 +223,7 @@ class AcceptTarget {
 // the listener's own manager's, for the listener's manager itself. Must not block.
 using AcceptRouter = std::function<AcceptTarget(std::uint64_t affinity)>;
 
-class ConnectionManager {
+class RMSG_EXPORT ConnectionManager {
  public:
   using ReportCallback = std::function<void(Result<Stream>, const ConnectReport&)>;
 
@@ -277,7 +278,7 @@ class ConnectionManager {
   void drop_idle();
   EventLoop& loop() const;
 
-  class Impl;
+  class RMSG_HIDDEN Impl;
 
  private:
   explicit ConnectionManager(std::shared_ptr<Impl> impl);

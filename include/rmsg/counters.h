@@ -19,9 +19,11 @@
 #include <string>
 #include <string_view>
 
+#include "rmsg/export.h"
+
 namespace rmsg {
 
-class Counter {
+class RMSG_EXPORT Counter {
  public:
   void add(std::uint64_t n = 1) noexcept { v_.fetch_add(n, std::memory_order_relaxed); }
   // add() for a counter that only one thread ever writes (an event loop's): a relaxed load
@@ -45,7 +47,7 @@ class Counter {
 // Thread-safety: record() from one thread at a time (the owner, e.g. the loop thread);
 // any thread may read. Each bucket and sum() is read whole (relaxed atomics), but buckets
 // read one after another while the owner records need not add up to one moment's count().
-class Histogram {
+class RMSG_EXPORT Histogram {
  public:
   static constexpr int kBuckets = 48;
 
@@ -76,7 +78,7 @@ class Histogram {
   std::atomic<std::uint64_t> sum_{0};
 };
 
-class CounterSet {
+class RMSG_EXPORT CounterSet {
  public:
   CounterSet() = default;
   CounterSet(const CounterSet&) = delete;

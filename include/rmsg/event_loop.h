@@ -31,6 +31,7 @@
 #include <optional>
 
 #include "rmsg/counters.h"
+#include "rmsg/export.h"
 #include "rmsg/loop_time.h"
 #include "rmsg/result.h"
 
@@ -51,7 +52,7 @@ using TimerId = std::uint64_t;  // 0 is never a valid id
 using Task = std::function<void()>;
 using IoCallback = std::function<void(std::uint32_t events)>;
 
-struct EventLoopOptions {
+struct RMSG_EXPORT EventLoopOptions {
   // Null: steady_clock, and the loop sleeps until its next timer in the kernel (timerfd).
   // A manual clock makes time virtual: the loop never sleeps for a timer (its timerfd stays
   // disarmed); run_once() polls without waiting while a timer is due on the clock, and
@@ -80,7 +81,7 @@ struct EventLoopOptions {
   bool spin_yield = true;
 };
 
-class EventLoop {
+class RMSG_EXPORT EventLoop {
  public:
   // Creates the epoll fd, the wakeup eventfd and the timerfd. Fails with the errno of
   // epoll_create1 / eventfd / timerfd_create (EMFILE, ENFILE, ENOMEM).
@@ -220,7 +221,7 @@ class EventLoop {
   // check loop-thread-only entry points with it.
   bool in_loop_thread() const noexcept;
 
-  class Impl;
+  class RMSG_HIDDEN Impl;
 
  private:
   explicit EventLoop(std::unique_ptr<Impl> impl);

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string_view>
 
+#include "rmsg/export.h"
+
 namespace rmsg {
 
 enum class LogLevel { debug = 0, info = 1, warn = 2, error = 3 };
@@ -14,24 +16,25 @@ using LogHandler = std::function<void(LogLevel, std::string_view message)>;
 
 // Installs the handler (an empty function silences rmsg again) and the lowest level that
 // reaches it.
-void set_log_handler(LogHandler handler, LogLevel min_level = LogLevel::info);
+RMSG_EXPORT void set_log_handler(LogHandler handler, LogLevel min_level = LogLevel::info);
 
 // A ready-made handler that writes "rmsg LEVEL: message" lines to stderr.
-void log_to_stderr(LogLevel level, std::string_view message);
+RMSG_EXPORT void log_to_stderr(LogLevel level, std::string_view message);
 
-const char* to_string(LogLevel level) noexcept;
+RMSG_EXPORT const char* to_string(LogLevel level) noexcept;
 
-namespace detail {
-bool log_enabled(LogLevel level) noexcept;
-void log_write(LogLevel level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-}  // namespace detail
+// What RMSG_LOG calls, so public: whether a message at this level would reach the handler,
+// and formatting (printf-style) and handing one to it.
+RMSG_EXPORT bool log_enabled(LogLevel level) noexcept;
+RMSG_EXPORT void log_write(LogLevel level, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 }  // namespace rmsg
 
 // printf-style; arguments are evaluated only when a handler would receive the message.
-#define RMSG_LOG(level, ...)                                           \
-  do {                                                                 \
-    if (::rmsg::detail::log_enabled(::rmsg::LogLevel::level)) {        \
-      ::rmsg::detail::log_write(::rmsg::LogLevel::level, __VA_ARGS__); \
-    }                                                                  \
+#define RMSG_LOG(level, ...)                                   \
+  do {                                                         \
+    if (::rmsg::log_enabled(::rmsg::LogLevel::level)) {        \
+      ::rmsg::log_write(::rmsg::LogLevel::level, __VA_ARGS__); \
+    }                                                          \
   } while (0)

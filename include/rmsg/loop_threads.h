@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "rmsg/event_loop.h"
+#include "rmsg/export.h"
 #include "rmsg/result.h"
 
 namespace rmsg {
@@ -30,9 +31,9 @@ namespace rmsg {
 // system call, so a loop thread the scheduler moves takes that work to another CPU with
 // it (docs/perf.md, "Thread placement"). Errors: Errc::invalid_argument for a CPU the
 // machine does not have, one that is offline or one outside the process's cpuset.
-Result<void> pin_this_thread(int cpu);
+RMSG_EXPORT Result<void> pin_this_thread(int cpu);
 
-class LoopThreads {
+class RMSG_EXPORT LoopThreads {
  public:
   // `options` for every loop; a given seed becomes seed + i for loop i. `cpus`: loop i's
   // thread runs on CPU cpus[i % cpus.size()] only (pin_this_thread, when start() runs

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "rmsg/export.h"
+
 namespace rmsg {
 
 using Clock = std::chrono::steady_clock;
@@ -20,7 +22,7 @@ using Duration = std::chrono::nanoseconds;
 // loop's thread (between run_once() calls or inside a callback), or post() to the loop
 // afterwards so that it looks at its timers again. A loop with a manual clock does not
 // use its timerfd; see EventLoopOptions::clock for what that changes.
-class ManualClock {
+class RMSG_EXPORT ManualClock {
  public:
   // Far from the epoch, so that "time_point{}" stays usable as a "never" marker.
   static constexpr Clock::time_point kDefaultStart{std::chrono::hours(1)};
@@ -53,7 +55,7 @@ class ManualClock {
 // implementation-defined). Not for cryptography.
 //
 // Thread-safety: none; the loop's instance (EventLoop::random()) is loop-thread-only.
-class Random {
+class RMSG_EXPORT Random {
  public:
   explicit Random(std::uint64_t seed) noexcept;
 

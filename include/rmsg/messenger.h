@@ -73,6 +73,7 @@
 #include "rmsg/connection_manager.h"
 #include "rmsg/counters.h"
 #include "rmsg/event_loop.h"
+#include "rmsg/export.h"
 #include "rmsg/result.h"
 
 namespace rmsg {
@@ -92,7 +93,7 @@ enum class TransportPolicy : std::uint8_t { rdma_only = 0, tcp_only = 1, rdma_pr
 
 // Where a peer listens on each transport (it calls Messenger::listen once per transport).
 // `rdma.transport` and `tcp.transport` are overridden to their names' transports.
-struct PeerAddresses {
+struct RMSG_EXPORT PeerAddresses {
   ConnectionParams rdma;
   ConnectionParams tcp;
   TransportPolicy policy = TransportPolicy::rdma_preferred;
@@ -121,12 +122,12 @@ enum class MessengerErrc {
   not_reading = 16,     // the peer does not read our answers (past write_buffer)
   duplicate_node = 17,  // refused: the node id has a healthy session with another cookie
 };
-const std::error_category& messenger_category() noexcept;
+RMSG_EXPORT const std::error_category& messenger_category() noexcept;
 inline std::error_code make_error_code(MessengerErrc e) noexcept {
   return {static_cast<int>(e), messenger_category()};
 }
 
-struct SessionEvent {
+struct RMSG_EXPORT SessionEvent {
   enum class Kind : std::uint8_t {
     connected,     // a connection is established (first, after a fault, or a probe's)
     disconnected,  // the connection was lost; a lossless session carries on (error: why)
@@ -147,7 +148,7 @@ struct SessionEvent {
   Clock::time_point time{};                     // switched: when
 };
 
-struct MessengerOptions {
+struct RMSG_EXPORT MessengerOptions {
   NodeId node_id = 0;  // required, not 0; unique among the nodes that talk to each other
   SessionPolicy default_policy = SessionPolicy::lossless;
   // Bounds. Every queued message (sent and unacknowledged, or not yet sent) counts
@@ -222,7 +223,7 @@ struct MessengerOptions {
   std::size_t fragment_size = std::size_t{64} << 10;
 };
 
-class Messenger {
+class RMSG_EXPORT Messenger {
  public:
   using DispatchCallback = std::function<void(NodeId from, std::span<const std::byte> payload)>;
   using EventCallback = std::function<void(SessionEvent event)>;
@@ -362,8 +363,8 @@ class Messenger {
   const CounterSet& counters(std::size_t loop_index) const noexcept;
   std::uint64_t counter_total(const std::string& name) const;
 
-  class Impl;   // one loop's sessions (a shard)
-  class Front;  // the shards, the services, the cross-thread handoff
+  class RMSG_HIDDEN Impl;   // one loop's sessions (a shard)
+  class RMSG_HIDDEN Front;  // the shards, the services, the cross-thread handoff
 
  private:
   explicit Messenger(std::unique_ptr<Front> front);

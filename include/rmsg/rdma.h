@@ -31,13 +31,14 @@
 #include "rmsg/address.h"
 #include "rmsg/counters.h"
 #include "rmsg/event_loop.h"
+#include "rmsg/export.h"
 #include "rmsg/rdma_errors.h"
 #include "rmsg/result.h"
 #include "rmsg/stream.h"
 
 namespace rmsg {
 
-struct RdmaOptions {
+struct RMSG_EXPORT RdmaOptions {
   // Ring geometry. A message (one SEND) carries at most min(our send_block_size, the
   // peer's recv_block_size) bytes. recv_block_count is the credit window the peer gets;
   // it must be at least 4 (docs/protocol.md, credits). Limits: block sizes 64 B..16 MiB,
@@ -94,17 +95,17 @@ struct RdmaOptions {
 // that IP and starts listening. Every connection that completes the handshake is handed
 // to `on_accept` on the loop thread. Errors: ENODEV (no RDMA stack), EADDRNOTAVAIL,
 // EADDRINUSE, Errc::invalid_argument (bad geometry).
-Result<Listener> rdma_listen(EventLoop& loop, const SocketAddress& address,
-                             const RdmaOptions& options, AcceptCallback on_accept);
+RMSG_EXPORT Result<Listener> rdma_listen(EventLoop& loop, const SocketAddress& address,
+                                         const RdmaOptions& options, AcceptCallback on_accept);
 
 // Connects to `peer`. Returns at once; `done` runs exactly once, on the loop thread, never
 // inside this call, with a connected Stream or the setup error.
-void rdma_connect(EventLoop& loop, const SocketAddress& peer, const RdmaOptions& options,
-                  ConnectCallback done);
+RMSG_EXPORT void rdma_connect(EventLoop& loop, const SocketAddress& peer,
+                              const RdmaOptions& options, ConnectCallback done);
 
 // What an RDMA stream negotiated and counted (for tests and tools). Errc::invalid_argument
 // if `stream` is not an RDMA stream.
-struct RdmaStreamInfo {
+struct RMSG_EXPORT RdmaStreamInfo {
   std::uint32_t max_message = 0;     // bytes per SEND: min(our send block, peer recv block)
   std::uint32_t inline_granted = 0;  // inline size the device granted
   std::uint32_t credits = 0;         // sends we may post now
@@ -115,7 +116,7 @@ struct RdmaStreamInfo {
   std::uint64_t send_completions = 0;      // signalled send completions reaped
   std::uint64_t send_posts = 0;  // ibv_post_send calls: a write() posts its messages as one chain
 };
-Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
+RMSG_EXPORT Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
 
 // Counters (rmsg/counters.h) of one RDMA stream: bytes_sent/_received, messages_sent/
 // _received (data), control_messages_sent, keepalives_sent/_received, probes_sent
@@ -124,16 +125,16 @@ Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
 // (writes posted inline from the caller's bytes, no send block), idle_timeouts,
 // wc_flushed, rnr_retry_exceeded, wc_error.<status>, async_event.<type>. Null when `stream` is not
 // an RDMA stream or has no device yet; valid while the stream lives.
-const CounterSet* rdma_stream_counters(const Stream& stream);
+RMSG_EXPORT const CounterSet* rdma_stream_counters(const Stream& stream);
 // One of those counters summed over every stream of the process on `device_name`, the
 // live ones and those closed (0 for a name or device never counted). Thread-safe; summed
 // when called (a stream counts on its own loop thread, with no counter shared per message),
 // so live streams' counts are read as their loops wrote them a moment ago.
-std::uint64_t rdma_device_counter(std::string_view device_name, std::string_view name);
+RMSG_EXPORT std::uint64_t rdma_device_counter(std::string_view device_name, std::string_view name);
 // "rdma.<device>.<counter> <value>" lines, sorted, for every device that had a stream.
-void rdma_dump_device_counters(std::ostream& out);
+RMSG_EXPORT void rdma_dump_device_counters(std::ostream& out);
 
 // True when an RDMA device with an ACTIVE port is present.
-bool rdma_device_available();
+RMSG_EXPORT bool rdma_device_available();
 
 }  // namespace rmsg

@@ -7,17 +7,19 @@
 
 #include <system_error>
 
+#include "rmsg/export.h"
+
 namespace rmsg {
 
 // Work-completion status (enum ibv_wc_status) as errors; messages from ibv_wc_status_str.
-const std::error_category& wc_category() noexcept;
+RMSG_EXPORT const std::error_category& wc_category() noexcept;
 inline std::error_code make_wc_error(int wc_status) noexcept {
   return {wc_status, wc_category()};
 }
 
 // An asynchronous device event (enum ibv_event_type: QP_FATAL, PORT_ERR, DEVICE_FATAL...)
 // that failed a stream; messages from ibv_event_type_str.
-const std::error_category& async_event_category() noexcept;
+RMSG_EXPORT const std::error_category& async_event_category() noexcept;
 inline std::error_code make_async_event_error(int event_type) noexcept {
   return {event_type, async_event_category()};
 }
@@ -25,6 +27,6 @@ inline std::error_code make_async_event_error(int event_type) noexcept {
 // Registering (pinning) ring memory failed under RLIMIT_MEMLOCK (ibv_reg_mr ENOMEM/EPERM
 // without CAP_IPC_LOCK). Not retryable: the limit must be raised (ulimit -l, systemd
 // LimitMEMLOCK=) or the process granted CAP_IPC_LOCK; the message says so.
-std::error_code memlock_limit_error() noexcept;
+RMSG_EXPORT std::error_code memlock_limit_error() noexcept;
 
 }  // namespace rmsg

@@ -14,6 +14,8 @@
 #include <utility>
 #include <variant>
 
+#include "rmsg/export.h"
+
 namespace rmsg {
 
 // rmsg's own conditions. Values are stable (they show up in logs and counters).
@@ -40,7 +42,7 @@ enum class Errc {
   shutdown = 19,            // not retryable: writes after shutdown_write().
 };
 
-const std::error_category& error_category() noexcept;
+RMSG_EXPORT const std::error_category& error_category() noexcept;
 
 inline std::error_code make_error_code(Errc e) noexcept {
   return {static_cast<int>(e), error_category()};
@@ -53,7 +55,7 @@ inline std::error_code errno_code(int err) noexcept {
 
 // True when the same operation may succeed if tried again later (would_block,
 // resource_exhausted, unreachable, route_error, connection_refused, EAGAIN/EINTR/ENOBUFS...).
-bool is_retryable(std::error_code ec) noexcept;
+RMSG_EXPORT bool is_retryable(std::error_code ec) noexcept;
 
 }  // namespace rmsg
 

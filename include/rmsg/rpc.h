@@ -84,6 +84,7 @@
 
 #include "rmsg/counters.h"
 #include "rmsg/event_loop.h"
+#include "rmsg/export.h"
 #include "rmsg/messenger.h"
 #include "rmsg/result.h"
 
@@ -100,7 +101,7 @@ enum class RpcErrc {
   cancelled = 6,       // cancel() (local only)
   session_reset = 7,   // the session with the peer was reset: the call may or may not have run
 };
-const std::error_category& rpc_category() noexcept;
+RMSG_EXPORT const std::error_category& rpc_category() noexcept;
 inline std::error_code make_error_code(RpcErrc e) noexcept {
   return {static_cast<int>(e), rpc_category()};
 }
@@ -108,21 +109,21 @@ inline std::error_code make_error_code(RpcErrc e) noexcept {
 using CallId = std::uint64_t;  // 0: none
 
 // The completion of a call.
-struct RpcResponse {
+struct RMSG_EXPORT RpcResponse {
   std::error_code error;        // empty: ok
   std::uint32_t app_code = 0;   // handler_error: the handler's code
   std::vector<std::byte> body;  // ok, handler_error: the reply body
   Duration latency{};           // from call() to completion (a reply: to when it was read)
 };
 
-struct CallOptions {
+struct RMSG_EXPORT CallOptions {
   Clock::time_point deadline{};  // required: absolute, in EventLoop::now()'s clock
   // Reuse this (finished) call's id: a retry, answered from the server's dedupe table when
   // the call's reply is there (same method, same session); else the handler runs.
   CallId retry_of = 0;
 };
 
-struct MethodOptions {
+struct RMSG_EXPORT MethodOptions {
   // Keep the reply in the dedupe table, so that a retry (CallOptions::retry_of) of the
   // same call in the same session is answered from it and the handler does not run twice
   // (non-idempotent operations). Not across a session reset or a server restart: the
@@ -130,7 +131,7 @@ struct MethodOptions {
   bool dedupe = false;
 };
 
-struct RpcOptions {
+struct RMSG_EXPORT RpcOptions {
   MessengerOptions messenger;  // node_id required (see Messenger)
   // Request bodies above this are refused by the server (status too_large) unread.
   std::size_t max_request_size = std::size_t{4} << 20;
@@ -168,7 +169,7 @@ struct RpcOptions {
 };
 
 // What a handler gets. `body` is valid only during the handler call; copy what outlives it.
-struct RpcRequest {
+struct RMSG_EXPORT RpcRequest {
   NodeId from = 0;
   CallId id = 0;
   std::uint32_t method = 0;
@@ -182,9 +183,9 @@ struct RpcRequest {
 // destroyed without a reply answers handler_error with app_code 0, so no call hangs on a
 // forgotten reply. Replies after a cancel, or after the endpoint is gone, are dropped. Any
 // thread (one at a time per responder): off the request's loop the reply is posted to it.
-class RpcResponder {
+class RMSG_EXPORT RpcResponder {
  public:
-  struct State;
+  struct RMSG_HIDDEN State;
   RpcResponder() = default;
   explicit RpcResponder(std::shared_ptr<State> state) noexcept : state_(std::move(state)) {}
   RpcResponder(RpcResponder&&) noexcept = default;
@@ -203,7 +204,7 @@ class RpcResponder {
   std::shared_ptr<State> state_;
 };
 
-struct RpcPeerStats {
+struct RMSG_EXPORT RpcPeerStats {
   std::uint64_t calls = 0;      // call() accepted
   std::uint64_t ok = 0;         // completed ok
   std::uint64_t failed = 0;     // completed with an error (timeouts etc. included)
@@ -216,7 +217,7 @@ struct RpcPeerStats {
   const Histogram* latency = nullptr;  // call latency (ns) of completed calls
 };
 
-class RpcEndpoint {
+class RMSG_EXPORT RpcEndpoint {
  public:
   using Handler = std::function<void(const RpcRequest& request, RpcResponder reply)>;
   using OnewayHandler = std::function<void(const RpcRequest& request)>;
@@ -295,8 +296,8 @@ class RpcEndpoint {
   // loops (a peer's are written by its loop only). Any thread (values as CounterSet says).
   const CounterSet& counters() const noexcept;
 
-  class Impl;   // one loop's calls, handlers and counters (a shard)
-  class Front;  // the shards and the routing to them
+  class RMSG_HIDDEN Impl;   // one loop's calls, handlers and counters (a shard)
+  class RMSG_HIDDEN Front;  // the shards and the routing to them
 
  private:
   explicit RpcEndpoint(std::unique_ptr<Front> front);

@@ -46,6 +46,7 @@
 #include <string>
 
 #include "rmsg/event_loop.h"
+#include "rmsg/export.h"
 #include "rmsg/result.h"
 
 namespace rmsg {
@@ -56,7 +57,7 @@ struct StreamAccess;  // src/stream/stream_access.h: the transports' way to thei
 }  // namespace detail
 
 // The interface each transport implements. Applications use Stream, not this.
-class StreamImpl {
+class RMSG_EXPORT StreamImpl {
  public:
   StreamImpl() = default;
   StreamImpl(const StreamImpl&) = delete;
@@ -99,7 +100,7 @@ class StreamImpl {
   virtual void release(std::unique_ptr<StreamImpl> self) noexcept { self.reset(); }
 };
 
-class Stream {
+class RMSG_EXPORT Stream {
  public:
   Stream() = default;
   explicit Stream(std::unique_ptr<StreamImpl> impl) : impl_(std::move(impl)) {}
@@ -209,7 +210,7 @@ using AcceptCallback = std::function<void(Stream)>;
 
 // The passive side's handle: accepting continues until it is closed or destroyed, or until
 // the listener fails (error() tells why).
-class ListenerImpl {
+class RMSG_EXPORT ListenerImpl {
  public:
   ListenerImpl() = default;
   ListenerImpl(const ListenerImpl&) = delete;
@@ -224,7 +225,7 @@ class ListenerImpl {
   virtual std::error_code error() const { return {}; }
 };
 
-class Listener {
+class RMSG_EXPORT Listener {
  public:
   Listener() = default;
   explicit Listener(std::unique_ptr<ListenerImpl> impl) : impl_(std::move(impl)) {}

@@ -35,12 +35,13 @@
 
 #include "rmsg/address.h"
 #include "rmsg/event_loop.h"
+#include "rmsg/export.h"
 #include "rmsg/result.h"
 #include "rmsg/stream.h"
 
 namespace rmsg {
 
-struct TcpOptions {
+struct RMSG_EXPORT TcpOptions {
   bool nodelay = true;  // TCP_NODELAY: small writes leave at once (latency over batching)
   int send_buffer = 0;  // SO_SNDBUF in bytes; 0 keeps the kernel's autotuning
   int recv_buffer = 0;  // SO_RCVBUF in bytes; 0 keeps the kernel's autotuning
@@ -58,14 +59,14 @@ struct TcpOptions {
 // Errc::invalid_argument (no address), EADDRINUSE, EACCES, EMFILE, ... (system category).
 // When the process runs out of descriptors while accepting, the listener pauses for a
 // moment instead of spinning; the pending connection waits in the backlog.
-Result<Listener> tcp_listen(EventLoop& loop, const SocketAddress& address,
-                            const TcpOptions& options, AcceptCallback on_accept);
+RMSG_EXPORT Result<Listener> tcp_listen(EventLoop& loop, const SocketAddress& address,
+                                        const TcpOptions& options, AcceptCallback on_accept);
 
 // Starts a connection and returns at once. `callback` runs exactly once, on the loop
 // thread and never inside this call, with the connected Stream or an error:
 // Errc::connection_refused, Errc::timeout (options.connect_timeout passed),
 // Errc::unreachable, Errc::invalid_argument (no address), or a system error (EMFILE...).
-void tcp_connect(EventLoop& loop, const SocketAddress& address, const TcpOptions& options,
-                 ConnectCallback callback);
+RMSG_EXPORT void tcp_connect(EventLoop& loop, const SocketAddress& address,
+                             const TcpOptions& options, ConnectCallback callback);
 
 }  // namespace rmsg

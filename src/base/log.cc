@@ -56,8 +56,6 @@ void log_to_stderr(LogLevel level, std::string_view message) {
                message.data());
 }
 
-namespace detail {
-
 bool log_enabled(LogLevel level) noexcept {
   const int min = g_min_level.load(std::memory_order_acquire);
   return min >= 0 && static_cast<int>(level) >= min;
@@ -82,5 +80,4 @@ void log_write(LogLevel level, const char* fmt, ...) {
   (*handler)(level, std::string_view(buf, len));
 }
 
-}  // namespace detail
 }  // namespace rmsg

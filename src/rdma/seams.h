@@ -6,6 +6,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 
@@ -35,5 +36,15 @@ struct RingStart {
 };
 void set_ring_start(const RingStart& start);
 RingStart ring_start();
+
+// set_extra_hello_features and set_ring_start are test hooks (setup_hooks.cc, compiled into
+// rmsg_testhooks, never into librmsg). Linked into a program, setup_hooks.cc installs these
+// for the stream's setup to ask; null everywhere else: rmsg's own features, rings from 0,
+// one atomic load per setup and no lock.
+struct SetupHooks {
+  std::uint32_t (*extra_features)() noexcept;
+  RingStart (*ring_start)();
+};
+extern std::atomic<const SetupHooks*> setup_hooks;
 
 }  // namespace rmsg::rdma

@@ -2,7 +2,6 @@
 // negotiation), completion-channel watching, close and teardown.
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 #include <utility>
 
 #include "base/debug_assert.h"
@@ -14,12 +13,9 @@
 namespace rmsg::rdma {
 namespace {
 
-std::atomic<std::uint32_t> extra_features{0};  // set_extra_hello_features (tests)
-std::mutex ring_start_mutex;                   // set_ring_start (tests)
-RingStart ring_start_value;
-
 std::uint32_t advertised_features() {
-  return wire::kKnownFeatures | extra_features.load(std::memory_order_relaxed);
+  const SetupHooks* hooks = setup_hooks.load(std::memory_order_acquire);
+  return wire::kKnownFeatures | (hooks != nullptr ? hooks->extra_features() : 0);
 }
 
 constexpr int kRejectConsumerDefined = 28;  // IB CM: rejected by the peer application
@@ -93,19 +89,7 @@ Result<void> RdmaStream::start_accept(verbs::CmId id, std::span<const std::byte>
   return cm_->accept(std::move(id), request);
 }
 
-void set_extra_hello_features(std::uint32_t bits) {
-  extra_features.store(bits, std::memory_order_relaxed);
-}
-
-void set_ring_start(const RingStart& start) {
-  const std::lock_guard lock(ring_start_mutex);
-  ring_start_value = start;
-}
-
-RingStart ring_start() {
-  const std::lock_guard lock(ring_start_mutex);
-  return ring_start_value;
-}
+std::atomic<const SetupHooks*> setup_hooks{nullptr};
 
 void RdmaStream::negotiate(const wire::Hello& peer) {
   features_ = advertised_ & peer.features;
@@ -122,7 +106,8 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   if (!res) return res.error();
   res_ = std::move(res).value();
   inline_limit_ = std::min(res_->inline_granted, max_message_);  // 0 until negotiated
-  const RingStart start = ring_start();
+  const SetupHooks* hooks = setup_hooks.load(std::memory_order_acquire);
+  const RingStart start = hooks != nullptr ? hooks->ring_start() : RingStart{};
   if (start.generation) res_->generation = *start.generation;
   res_->generation = next_generation(res_->generation);
   send_ring_.reset(geometry_.send_block_count, geometry_.sq_depth(), start.send_block,

@@ -1,4 +1,6 @@
-// Fault injection for resource creation (verbs/seams.h).
+// Fault injection for resource creation (verbs/seams.h): a test hook, compiled into
+// rmsg_testhooks only. Linked into a program, it installs itself as the verbs layer's
+// fault hook before main.
 #include <array>
 #include <atomic>
 
@@ -22,6 +24,18 @@ Slot& slot(VerbsCall call) {
   return slots()[static_cast<std::size_t>(call)];
 }
 
+int take_fault(VerbsCall call) noexcept {
+  Slot& s = slot(call);
+  const unsigned n = s.calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n != s.nth.load(std::memory_order_acquire)) return 0;
+  return s.err.load(std::memory_order_relaxed);
+}
+
+[[maybe_unused]] const bool installed = [] {
+  detail::verbs_fault_hook.store(&take_fault, std::memory_order_release);
+  return true;
+}();
+
 }  // namespace
 
 void inject_verbs_fault(VerbsCall call, unsigned nth, int err) {
@@ -38,13 +52,6 @@ void clear_verbs_faults() {
 
 unsigned verbs_calls(VerbsCall call) {
   return slot(call).calls.load(std::memory_order_relaxed);
-}
-
-int detail::take_verbs_fault(VerbsCall call) noexcept {
-  Slot& s = slot(call);
-  const unsigned n = s.calls.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (n != s.nth.load(std::memory_order_acquire)) return 0;
-  return s.err.load(std::memory_order_relaxed);
 }
 
 }  // namespace rmsg::verbs

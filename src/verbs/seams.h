@@ -6,6 +6,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "rmsg/event_loop.h"
@@ -44,8 +45,17 @@ void clear_verbs_faults();
 unsigned verbs_calls(VerbsCall call);
 
 namespace detail {
+// The injector itself (faults.cc) is a test hook: it is in rmsg_testhooks, never in librmsg,
+// and installs this hook when a program that links it starts. librmsg only asks the hook:
+// one atomic load per create, null (no fault, nothing counted) in every other program.
+using VerbsFaultHook = int (*)(VerbsCall call) noexcept;
+extern std::atomic<VerbsFaultHook> verbs_fault_hook;
+
 // The errno the current call of `call` is to fail with, or 0 (and counts the call).
-int take_verbs_fault(VerbsCall call) noexcept;
+inline int take_verbs_fault(VerbsCall call) noexcept {
+  const VerbsFaultHook hook = verbs_fault_hook.load(std::memory_order_acquire);
+  return hook != nullptr ? hook(call) : 0;
+}
 }  // namespace detail
 
 }  // namespace rmsg::verbs

@@ -29,6 +29,8 @@ auto or_fault(VerbsCall call, Create create) -> decltype(create()) {
 
 namespace detail {
 
+std::atomic<VerbsFaultHook> verbs_fault_hook{nullptr};
+
 void dealloc_pd(ibv_pd* pd) {
   if (const int rc = ibv_dealloc_pd(pd); rc != 0) RMSG_LOG(warn, "ibv_dealloc_pd: %d", rc);
 }

@@ -24,7 +24,7 @@ function(rmsg_rdma_test name)
     set(arg_TIMEOUT 60)
   endif()
   add_executable(${name} ${arg_UNPARSED_ARGUMENTS})
-  target_link_libraries(${name} PRIVATE rmsg rmsg_test_kit_rdma rmsg_test_main)
+  target_link_libraries(${name} PRIVATE rmsg_internal rmsg_test_kit_rdma rmsg_test_main)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
   set_property(GLOBAL APPEND PROPERTY RMSG_RDMA_TESTS
                "${name}|$<TARGET_FILE:${name}>|${arg_TIMEOUT}|${arg_ISOLATED}")

@@ -1,0 +1,40 @@
+// A build without RDMA (RMSG_WITH_RDMA=OFF) still defines rmsg/rdma_errors.h: the categories
+// exist, so code that inspects an error links and runs; nothing in such a build reports one.
+#include <string>
+
+#include "rmsg/rdma_errors.h"
+
+namespace rmsg {
+namespace {
+
+class UnavailableCategory final : public std::error_category {
+ public:
+  UnavailableCategory(const char* name, const char* what) : name_(name), what_(what) {}
+  const char* name() const noexcept override { return name_; }
+  std::string message(int code) const override {
+    return std::string(what_) + " " + std::to_string(code) + " (rmsg built without RDMA)";
+  }
+
+ private:
+  const char* name_;
+  const char* what_;
+};
+
+}  // namespace
+
+const std::error_category& wc_category() noexcept {
+  static const UnavailableCategory category("rdma-wc", "work completion");
+  return category;
+}
+
+const std::error_category& async_event_category() noexcept {
+  static const UnavailableCategory category("rdma-async-event", "device event");
+  return category;
+}
+
+std::error_code memlock_limit_error() noexcept {
+  static const UnavailableCategory category("rdma-memlock", "memlock limit");
+  return {1, category};
+}
+
+}  // namespace rmsg
