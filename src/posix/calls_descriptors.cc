@@ -12,6 +12,7 @@
 #include "posix/descriptors.h"
 #include "posix/private_fd.h"
 #include "posix/runtime.h"
+#include "posix/share_object.h"
 #include "rmsg/socket.h"
 
 namespace rmsg::posix {
@@ -59,30 +60,16 @@ int close_range_around_private(Runtime& rt, unsigned first, unsigned last, int f
   return rc;
 }
 
-// One more reference to the object src refers to, or null. A close of the source number
-// racing the dup() may free the object and reuse its place for another socket: the
-// reference is taken only while the object is alive (refs > 0) and kept only if src still
-// refers to it afterwards; otherwise it is given back and the duplicate stays unmanaged.
-SocketObject* share(Runtime& rt, const FdSlot& src) {
-  std::uint32_t index = src.object.load(std::memory_order_acquire);
-  if (index == 0) return nullptr;
-  SocketObject* o = rt.table.object_at(index - 1);
-  std::int32_t refs = o->refs.load(std::memory_order_acquire);
-  do {
-    if (refs <= 0) return nullptr;
-  } while (!o->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel));
-  if (src.object.load(std::memory_order_acquire) == index) return o;
-  release_object(rt, o);
-  return nullptr;
-}
-
 }  // namespace
 
 void link_duplicate(Runtime& rt, int from, int to) {
   FdSlot* src = rt.table.slot(from);
   FdSlot* dst = rt.table.slot(to);
   if (dst == nullptr) return;
-  SocketObject* o = src == nullptr ? nullptr : share(rt, *src);
+  SocketObject* o = src == nullptr ? nullptr
+                                   : share_object(
+                                         rt.table, *src, [] {},
+                                         [&rt](SocketObject* given) { release_object(rt, given); });
   std::uint32_t epoll_id = src == nullptr ? 0 : src->epoll_id.load(std::memory_order_acquire);
   SocketObject* before = rt.table.attach(to, o);
   // mark_epoll also raises max_fd_seen: a set's last-number sweep must see this number.
