@@ -2,7 +2,8 @@
 # Installs the build tree into a temporary prefix, then builds against it as a third party
 # would, and runs what it built: examples/echo_loop.cc (C++) with find_package(rmsg) and with
 # `pkg-config --cflags --libs rmsg` (no --static, whatever the library is), and the socket
-# shim's C test (tests/posix/c_api_test.c, C) with `pkg-config --cflags --libs rmsg-socket`,
+# shim's C test (tests/posix/c_api_test.c, C) with `pkg-config --cflags --libs rmsg-socket`
+# and again with rmsg's line (a C consumer of the umbrella module),
 # with the tree's own compilers (CXX, CC). No consumer may receive rmsg's warning flags or
 # -Werror: those are the project's, never an installed target's.
 # It also builds and runs tests/install/rdma_consumer.cc, which calls every RDMA entry point
@@ -54,4 +55,8 @@ LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/rdma_pc"
 # shellcheck disable=SC2086
 "$cc" "${san[@]}" -o "$tmp/c_api_pc" "$src/tests/posix/c_api_test.c" $pc_socket_flags
 LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/c_api_pc"
-echo "install test: find_package and pkg-config consumers (C++: rmsg, C: rmsg-socket) built with $cxx and $cc and ran"
+# The same C program with the umbrella module's line (rmsg requires rmsg-socket).
+# shellcheck disable=SC2086
+"$cc" "${san[@]}" -o "$tmp/c_api_rmsg_pc" "$src/tests/posix/c_api_test.c" $pc_flags
+LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/c_api_rmsg_pc"
+echo "install test: find_package and pkg-config consumers (C++: rmsg; C: rmsg and rmsg-socket) built with $cxx and $cc and ran"
