@@ -198,6 +198,10 @@ struct RMSG_EXPORT ConnectionManagerOptions {
 };
 
 class ConnectionManager;
+namespace cm {
+class TargetState;    // internal (src/cm/accept_target.h)
+struct TargetAccess;  // how src/cm makes and opens an AcceptTarget
+}  // namespace cm
 
 // A handle to a manager that accepts RDMA connect requests routed to it by another
 // manager's listener (ConnectionManager::accept_routed makes it). Copyable, and any
@@ -209,13 +213,10 @@ class RMSG_EXPORT AcceptTarget {
   explicit operator bool() const noexcept { return state_ != nullptr; }
   friend bool operator==(const AcceptTarget&, const AcceptTarget&) = default;
 
-  // Internal (src/cm/accept_target.h): made by ConnectionManager::accept_routed().
-  class RMSG_HIDDEN State;
-  explicit AcceptTarget(std::shared_ptr<State> state) : state_(std::move(state)) {}
-  const std::shared_ptr<State>& state() const noexcept { return state_; }
-
  private:
-  std::shared_ptr<State> state_;
+  friend struct cm::TargetAccess;
+  explicit AcceptTarget(std::shared_ptr<cm::TargetState> state) : state_(std::move(state)) {}
+  std::shared_ptr<cm::TargetState> state_;
 };
 
 // Called on the listener's loop thread for each connect request, with the affinity its

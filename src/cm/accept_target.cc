@@ -4,23 +4,23 @@
 
 #include "rmsg/log.h"
 
-namespace rmsg {
+namespace rmsg::cm {
 
-void AcceptTarget::State::open(Adopt adopt) {
+void TargetState::open(Adopt adopt) {
   const std::lock_guard lock(mutex_);
   if (loop_ == nullptr) return;
   adopt_ = std::make_shared<Adopt>(std::move(adopt));
 }
 
-void AcceptTarget::State::close() {
+void TargetState::close() {
   const std::lock_guard lock(mutex_);
   loop_ = nullptr;
   channel_ = nullptr;
   adopt_.reset();
 }
 
-Result<void> AcceptTarget::State::hand_off(verbs::CmId& id, std::span<const std::byte> request,
-                                           const rdma::wire::Hello& hello) {
+Result<void> TargetState::hand_off(verbs::CmId& id, std::span<const std::byte> request,
+                                   const rdma::wire::Hello& hello) {
   const std::lock_guard lock(mutex_);
   if (loop_ == nullptr || !adopt_) return Errc::cancelled;
   // Same channel (two managers on one loop): nothing to move.
@@ -34,25 +34,21 @@ Result<void> AcceptTarget::State::hand_off(verbs::CmId& id, std::span<const std:
   return {};
 }
 
-}  // namespace rmsg
-
-namespace rmsg::cm {
-
 std::function<bool(const rdma_cm_event&, const rdma::wire::Hello&)> make_route_hook(
-    AcceptRouter router, std::shared_ptr<AcceptTarget::State> own,
+    AcceptRouter router, std::shared_ptr<TargetState> own,
     std::shared_ptr<rdmacm::CmChannel> channel, std::weak_ptr<ManagerStats> stats) {
   return [router = std::move(router), own = std::move(own), channel = std::move(channel),
           stats = std::move(stats)](const rdma_cm_event& event,
                                     const rdma::wire::Hello& hello) -> bool {
     AcceptTarget target = router(hello.affinity);
-    if (!target || target.state() == own) return false;
+    if (!target || TargetAccess::state(target) == own) return false;
     const auto data = rdmacm::cm_private_data(event);
     // rdma_migrate_id would wait for this very event's ack: hand it off after the ack.
     channel->after_ack([target, id = event.id,
                         request = std::vector<std::byte>(data.begin(), data.end()), hello,
                         channel = channel.get(), stats] {
       verbs::CmId owned(id);
-      auto r = target.state()->hand_off(owned, request, hello);
+      auto r = TargetAccess::state(target)->hand_off(owned, request, hello);
       auto st = stats.lock();
       if (r) {
         if (st) st->add("routing.handed_off");
@@ -69,8 +65,8 @@ std::function<bool(const rdma_cm_event&, const rdma::wire::Hello&)> make_route_h
   };
 }
 
-AcceptTarget::State::Adopt make_adopt(std::weak_ptr<rdma::Acceptor> acceptor,
-                                      std::weak_ptr<ManagerStats> stats) {
+TargetState::Adopt make_adopt(std::weak_ptr<rdma::Acceptor> acceptor,
+                              std::weak_ptr<ManagerStats> stats) {
   return [acceptor = std::move(acceptor), stats = std::move(stats)](
              verbs::CmId id, std::span<const std::byte> request, const rdma::wire::Hello& hello) {
     auto a = acceptor.lock();

@@ -1,5 +1,5 @@
-// AcceptTarget::State: what a listener's loop needs to hand a connect request to another
-// loop's connection manager (routing accepts, docs/connection-manager.md). The one object
+// TargetState (behind an AcceptTarget): what a listener's loop needs to hand a connect request to
+// another loop's connection manager (routing accepts, docs/connection-manager.md). The one object
 // of the manager that crosses threads: the target loop opens and closes it; any loop may
 // hand requests to it. Everything else of either manager stays on its own loop.
 //
@@ -26,9 +26,9 @@
 #include "rmsg/result.h"
 #include "verbs/verbs.h"
 
-namespace rmsg {
+namespace rmsg::cm {
 
-class AcceptTarget::State {
+class TargetState {
  public:
   // Runs on the target loop with a handed-off request: its id (on the target's channel,
   // its CONNECT_REQUEST acked), the request's private data and decoded hello.
@@ -36,7 +36,7 @@ class AcceptTarget::State {
                                    const rdma::wire::Hello& hello)>;
 
   // Target loop thread; `channel` is that loop's rdma_cm event channel.
-  State(EventLoop& loop, rdma_event_channel* channel) : loop_(&loop), channel_(channel) {}
+  TargetState(EventLoop& loop, rdma_event_channel* channel) : loop_(&loop), channel_(channel) {}
   // Target loop thread: hand-offs are taken (by `adopt`, on the target loop) / refused
   // from now on. close() is final.
   void open(Adopt adopt);
@@ -56,21 +56,27 @@ class AcceptTarget::State {
   std::shared_ptr<Adopt> adopt_;  // null until opened
 };
 
-}  // namespace rmsg
-
-namespace rmsg::cm {
+// The public handle's two faces inside the library: made from a state, and opened.
+struct TargetAccess {
+  static AcceptTarget make(std::shared_ptr<TargetState> state) {
+    return AcceptTarget(std::move(state));
+  }
+  static const std::shared_ptr<TargetState>& state(const AcceptTarget& target) {
+    return target.state_;
+  }
+};
 
 // The listener's route hook (rdma::ResourceHooks::route): asks `router`; a request for a
 // target other than `own` is handed to it once the event is acked (counted as
 // routing.handed_off), or rejected with reason `resources` if the target is gone
 // (routing.target_gone) or the migration fails (routing.migrate_failed).
 std::function<bool(const rdma_cm_event&, const rdma::wire::Hello&)> make_route_hook(
-    AcceptRouter router, std::shared_ptr<AcceptTarget::State> own,
+    AcceptRouter router, std::shared_ptr<TargetState> own,
     std::shared_ptr<rdmacm::CmChannel> channel, std::weak_ptr<ManagerStats> stats);
 
 // The target's side of a hand-off, on its loop: `acceptor` accepts it (routing.adopted),
 // or, with the target's manager gone meanwhile, it is rejected with reason `resources`.
-AcceptTarget::State::Adopt make_adopt(std::weak_ptr<rdma::Acceptor> acceptor,
-                                      std::weak_ptr<ManagerStats> stats);
+TargetState::Adopt make_adopt(std::weak_ptr<rdma::Acceptor> acceptor,
+                              std::weak_ptr<ManagerStats> stats);
 
 }  // namespace rmsg::cm

@@ -102,7 +102,7 @@ class RdmaSideImpl final : public RdmaSide {
                std::shared_ptr<ConnectionLimit> limit, std::function<void()> wake_tick)
       : loop_(loop),
         channel_(channel),
-        target_(std::make_shared<AcceptTarget::State>(loop, channel->get())),
+        target_(std::make_shared<TargetState>(loop, channel->get())),
         stats_(std::move(stats)),
         limit_(std::move(limit)),
         wake_tick_(std::move(wake_tick)),
@@ -141,8 +141,8 @@ class RdmaSideImpl final : public RdmaSide {
 
   EventLoop& loop_;
   std::shared_ptr<rdmacm::CmChannel> channel_;
-  std::shared_ptr<AcceptTarget::State> target_;  // closed first, in the destructor
-  std::shared_ptr<rdma::Acceptor> routed_;       // accept_routed(): requests routed here
+  std::shared_ptr<TargetState> target_;     // closed first, in the destructor
+  std::shared_ptr<rdma::Acceptor> routed_;  // accept_routed(): requests routed here
   std::shared_ptr<ManagerStats> stats_;
   std::shared_ptr<ConnectionLimit> limit_;
   std::function<void()> wake_tick_;
@@ -286,7 +286,7 @@ Result<AcceptTarget> RdmaSideImpl::accept_routed(const ConnectionParams& params,
                                                std::move(on_accept), channel_);
     target_->open(make_adopt(routed_, stats_));
   }
-  return AcceptTarget(target_);
+  return TargetAccess::make(target_);
 }
 
 bool RdmaSideImpl::tick(Clock::time_point now, bool quiet) {
