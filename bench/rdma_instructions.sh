@@ -38,7 +38,7 @@ mkdir -p "$out"
 
 run() {  # $1 iters: leaves $out/rdma.$1
   valgrind --tool=callgrind --callgrind-out-file="$out/rdma.$1" \
-    "$perf" --transport rdma --baseline none --test lat --size 64 --one-thread \
+    "$perf" --transport rdma --baseline none --test lat --size 64 --one-thread --repeat 1 \
     "${mode[@]}" --iters "$1" >/dev/null 2>"$out/valgrind.$1.log"
 }
 run "$iters_a"

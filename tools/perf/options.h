@@ -17,7 +17,7 @@ struct Options {
   bool counters = false;           // print the transport's counters after each result
   std::vector<std::uint64_t> sizes;  // empty: defaults per test
   std::uint64_t iters = 0;           // 0: a default per test and size
-  std::uint64_t repeat = 1;          // rounds per size; the median round of each is reported
+  std::uint64_t repeat = 3;          // rounds per size; the median round of each is reported
   bool json = false;
   bool busy_poll = false;
   long poll_spin_us = -1;  // --poll-spin US: EventLoopOptions::poll_spin; -1: its default
