@@ -60,10 +60,11 @@ test-asan: build-asan/build.ninja
 
 # TSan: the loop's unit tests and the messenger's threaded ones (tests/msg builds only
 # msg_threads_tests in this tree, labelled threads: many loops over TCP and loopback), and,
-# as this tree is built without RDMA, the install test: a TCP-only install is consistent.
+# as this tree is built without RDMA, the install test: a TCP-only install is consistent;
+# and the key-value example (examples/kv: a handler on two loop threads) as a user runs it.
 build-tsan/build.ninja: Makefile
 	cmake -S . -B build-tsan $(CONFIG) -DCMAKE_BUILD_TYPE=Debug -DRMSG_SANITIZE=thread \
-	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_WITH_RDMA=OFF -DRMSG_TEST_DIRS='loop;msg;install'
+	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_WITH_RDMA=OFF -DRMSG_TEST_DIRS='loop;msg;install;examples'
 test-tsan: build-tsan/build.ninja
 	cmake --build build-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir build-tsan -j $(JOBS) -L 'unit|threads'

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Installs the build tree into a temporary prefix, then builds against it as a third party
-# would, and runs what it built: examples/echo_loop.cc (C++) with find_package(rmsg) and with
+# would, and runs what it built: examples/echo_loop.cc (C++) and the key-value example
+# (examples/kv, run by tests/examples/kv_pair.sh) with find_package(rmsg), echo_loop with
 # `pkg-config --cflags --libs rmsg` (no --static, whatever the library is), and the socket
 # shim's C test (tests/posix/c_api_test.c, C) with `pkg-config --cflags --libs rmsg-socket`
 # and again with rmsg's line (a C consumer of the umbrella module),
@@ -31,13 +32,18 @@ fi
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
   -DCMAKE_CXX_FLAGS="${san[*]}" -DCMAKE_EXE_LINKER_FLAGS="${san[*]}" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
-  -DCMAKE_PREFIX_PATH="$tmp/prefix" -DEXAMPLE_SOURCE="$src/examples/echo_loop.cc" >/dev/null
+  -DCMAKE_PREFIX_PATH="$tmp/prefix" -DEXAMPLES_DIR="$src/examples" \
+  -DWITH_KV="$([[ -z "$sanitize" ]] && echo ON || echo OFF)" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
 if sed "s/${san[*]:-^$}//g" "$tmp/consumer/compile_commands.json" | grep -E -- "$project_flags"; then
   echo "install test: the find_package consumer was compiled with rmsg's own flags" >&2
   exit 1
 fi
 "$tmp/consumer/echo_loop"
+# The key-value example in plain trees (the TSan tree runs its own build of it: examples.kv_pair).
+if [[ -z "$sanitize" ]]; then
+  "$src/tests/examples/kv_pair.sh" "$tmp/consumer/kv_server" "$tmp/consumer/kv_client" 50 >/dev/null
+fi
 
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 pc_flags=$(pkg-config --cflags --libs rmsg)
