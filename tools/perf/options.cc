@@ -69,7 +69,7 @@ void print_usage(std::FILE* out) {
   std::fputs(
       "usage: rmsg-perf [--test lat|bw|connect|rpc|failover|scale] [--transport "
       "tcp|rdma|auto|posix|verbs]\n"
-      "                 [--connections N] [--window N]\n"
+      "                 [--connections N] [--window N] [--setup-calls N]\n"
       "                 [--size N[,N...]] [--iters N] [--repeat N] [--json] [--busy-poll]\n"
       "                 [--poll-spin US]\n"
       "                 [--one-thread] [--counters] [--blocks COUNTxSIZE] [--cpus C,S]\n"
@@ -88,6 +88,7 @@ void print_usage(std::FILE* out) {
       "                --window N (default 16) connects in flight: memory, fds and QPs per\n"
       "                connection at idle, connects/s, loop stalls, RNR, MB/s with all and\n"
       "                with 10 active (--size: bytes per phase, default 64M), bytes checked\n"
+      "  --setup-calls rdma: RdmaOptions::max_setup_calls_per_iteration (0: no bound)\n"
       "  --transport   rmsg transport to measure (default auto: rdma when built and a\n"
       "                device has an active port, else tcp); posix, verbs: that baseline\n"
       "                alone (verbs: SEND/RECV straight on an RC QP)\n"
@@ -187,6 +188,13 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         return bad("bad " + std::string(arg) + " '" + v + "' (1..1000000)");
       }
       (arg == "--connections" ? o.connections : o.window) = x;
+    } else if (arg == "--setup-calls") {
+      if (!value(v)) return false;
+      char* end = nullptr;
+      o.setup_calls = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || o.setup_calls < 0 || o.setup_calls > 1000000) {
+        return bad("--setup-calls needs a count >= 0 (0: no bound)");
+      }
     } else if (arg == "--repeat") {
       if (!value(v)) return false;
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), o.repeat);

@@ -25,6 +25,9 @@
 #include <vector>
 
 #include "loop/loop_stats.h"
+#if RMSG_WITH_RDMA
+#include "rdma/setup_budget.h"
+#endif
 #include "rmsg/rdma.h"
 #include "scale_probe.h"
 #include "stream_transport.h"
@@ -37,7 +40,7 @@ using SteadyClock = std::chrono::steady_clock;
 using Buckets = std::array<std::uint64_t, Histogram::kBuckets>;
 
 constexpr std::size_t kChunk = 64 * 1024;
-constexpr std::size_t kPatternPeriod = 251;  // prime: offsets and indices mix
+constexpr std::size_t kPatternPeriod = 251;   // prime: offsets and indices mix
 constexpr std::uint32_t kMagic = 0x53434c45;  // "SCLE"
 
 std::size_t pattern_at(std::uint32_t idx, std::uint64_t off) {
@@ -81,8 +84,8 @@ class ClientEnd {
       if (hdr_sent_ < hdr_.size()) {
         out = std::span(hdr_).subspan(hdr_sent_);
       } else {
-        out = std::span(sh_.pattern).subspan(pattern_at(idx_, off_),
-                                             std::min<std::uint64_t>(todo_, kChunk));
+        out = std::span(sh_.pattern)
+                  .subspan(pattern_at(idx_, off_), std::min<std::uint64_t>(todo_, kChunk));
       }
       auto n = s_.write(out);
       if (!n) {
@@ -198,6 +201,7 @@ int run_scale_test(const Options& o) {
   RunOptions ro;
   ro.block_count = o.block_count;
   ro.block_size = o.block_size;
+  ro.setup_calls = o.setup_calls;
   std::string host = o.host;
   if (host.empty()) host = t->local_host ? t->local_host() : "127.0.0.1";
   auto local = SocketAddress::from_host_port(host, 0);
@@ -263,8 +267,8 @@ int run_scale_test(const Options& o) {
   const auto c0 = SteadyClock::now();
   next();
   const auto limit = 60s + std::chrono::milliseconds(200) * n;
-  const bool connected = loop.run_for(
-      [&] { return sh.error || (clients.size() == n && sh.headers == n); }, limit);
+  const bool connected =
+      loop.run_for([&] { return sh.error || (clients.size() == n && sh.headers == n); }, limit);
   const auto c1 = SteadyClock::now();
   const Buckets h1 = iter_h ? loop::snapshot(*iter_h) : Buckets{};
   if (!connected || sh.error) {
@@ -300,8 +304,7 @@ int run_scale_test(const Options& o) {
   const std::uint64_t ten_bytes = sh.expected - before_ten;
   const Buckets h2 = iter_h ? loop::snapshot(*iter_h) : Buckets{};
   if (sh.error) {
-    std::fprintf(stderr, "rmsg-perf: scale: %s: %s\n", sh.what.c_str(),
-                 sh.error.message().c_str());
+    std::fprintf(stderr, "rmsg-perf: scale: %s: %s\n", sh.what.c_str(), sh.error.message().c_str());
     return 1;
   }
   const auto rnr1 = rnr_counter_sum();
@@ -341,6 +344,14 @@ int run_scale_test(const Options& o) {
                  "registrations are not what the geometry says\n",
                  pinned, registered);
   }
+  std::uint64_t setup_deferred = 0, setup_max = 0;
+#if RMSG_WITH_RDMA
+  if (transport == "rdma") {
+    const auto& c = rdma::SetupBudget::of(loop)->counters();
+    setup_deferred = c.value("setup.deferred");
+    setup_max = c.value("setup.max_calls_per_iteration");
+  }
+#endif
   if (o.json) {
     std::printf(
         "{\"test\":\"scale\",\"transport\":\"%s\",\"connections\":%zu,\"window\":%zu,"
@@ -348,11 +359,14 @@ int run_scale_test(const Options& o) {
         "\"fds_per_conn\":%.2f,\"qps\":%lld,\"cqs\":%lld,\"mrs\":%lld,"
         "\"connects_per_s\":%.1f,\"max_loop_stall_us\":%.0f,\"loop_p99_us\":%.0f,"
         "\"connect_loop_p99_us\":%.0f,\"data_loop_p99_us\":%.0f,\"rnr\":%lld,"
-        "\"mb_per_s_all\":%.1f,\"mb_per_s_10\":%.1f,\"bytes_checked\":%llu,\"nofile\":%llu}\n",
+        "\"mb_per_s_all\":%.1f,\"mb_per_s_10\":%.1f,\"bytes_checked\":%llu,\"nofile\":%llu,"
+        "\"setup_deferred\":%llu,\"setup_max_calls_per_iteration\":%llu}\n",
         transport.c_str(), n, window, pinned, registered, fds, static_cast<long long>(qps),
         static_cast<long long>(cqs), static_cast<long long>(mrs), connects_per_s, max_stall_us,
         p99_us, p99_connect_us, p99_data_us, static_cast<long long>(rnr), mb_all, mb_ten,
-        static_cast<unsigned long long>(sh.received), static_cast<unsigned long long>(nofile));
+        static_cast<unsigned long long>(sh.received), static_cast<unsigned long long>(nofile),
+        static_cast<unsigned long long>(setup_deferred),
+        static_cast<unsigned long long>(setup_max));
   } else {
     std::printf("rmsg-perf: scale over %s on %s, %zu connections (both ends here, %zu in flight)\n",
                 transport.c_str(), host.c_str(), n, window);
@@ -363,6 +377,9 @@ int run_scale_test(const Options& o) {
     std::printf("  connects/s %.1f (%.2f s for all)\n", connects_per_s, connect_s);
     std::printf("  loop: longest iteration %.0f us, p99 < %.0f us (connect < %.0f, data < %.0f)\n",
                 max_stall_us, p99_us, p99_connect_us, p99_data_us);
+    std::printf("  setup: %llu accepts deferred, at most %llu calls in one iteration\n",
+                static_cast<unsigned long long>(setup_deferred),
+                static_cast<unsigned long long>(setup_max));
     std::printf("  rnr %lld; MB/s all %.1f, 10 active %.1f; %llu bytes checked\n",
                 static_cast<long long>(rnr), mb_all, mb_ten,
                 static_cast<unsigned long long>(sh.received));
