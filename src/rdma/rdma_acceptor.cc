@@ -46,31 +46,26 @@ void Acceptor::accept(verbs::CmId id, std::span<const std::byte> request,
   if (!queued_.empty() || !SetupBudget::of(loop_)->try_take(
                               kAcceptSetupCalls, options_.max_setup_calls_per_iteration)) {
     queued_.push_back({std::move(id), {request.begin(), request.end()}, hello});
-    if (!drain_deferred_) {
-      drain_deferred_ = true;
-      loop_.defer([this, alive = std::weak_ptr<int>(alive_)] {
-        if (alive.expired()) return;
-        drain_deferred_ = false;
-        drain_queue();
-      });
-    }
+    if (!drain_deferred_) defer_drain();
     return;
   }
   admit(std::move(id), request, hello);
+}
+
+void Acceptor::defer_drain() {
+  drain_deferred_ = true;
+  loop_.defer([this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return;
+    drain_deferred_ = false;
+    drain_queue();
+  });
 }
 
 void Acceptor::drain_queue() {
   auto budget = SetupBudget::of(loop_);
   while (!queued_.empty()) {
     if (!budget->try_take(kAcceptSetupCalls, options_.max_setup_calls_per_iteration)) {
-      // A task deferred from a deferred task runs in the next iteration.
-      drain_deferred_ = true;
-      loop_.defer([this, alive = std::weak_ptr<int>(alive_)] {
-        if (alive.expired()) return;
-        drain_deferred_ = false;
-        drain_queue();
-      });
-      return;
+      return defer_drain();  // deferred from a deferred task: the next iteration
     }
     Queued q = std::move(queued_.front());
     queued_.pop_front();

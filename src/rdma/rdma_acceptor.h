@@ -60,6 +60,7 @@ class Acceptor {
   };
   void admit(verbs::CmId id, std::span<const std::byte> request, const wire::Hello& hello);
   void drain_queue();
+  void defer_drain();  // drain_queue() once the loop runs its deferred tasks
 
   EventLoop& loop_;
   RdmaOptions options_;
