@@ -195,6 +195,11 @@ struct RMSG_EXPORT ConnectionManagerOptions {
   // connecting, established or lingering (see the top of this file). 0: no bound. A
   // daemon facing a connect flood sets it to what its memory, QPs and fds allow.
   std::size_t max_connections = 0;
+  // The most structures being recycled at once (reaped, waiting for TIMEWAIT_EXIT, or
+  // queued for it): each holds its QP, CQs and registered rings for seconds. A structure
+  // released beyond it is destroyed instead of recycled (structures.recycle_full). 0: no
+  // bound.
+  std::size_t max_recycling = 256;
 };
 
 class ConnectionManager;

@@ -166,6 +166,7 @@ class RMSG_EXPORT EventLoop {
   //   loop.spin_polls       poller passes made by those spins
   //   loop.yields           sched_yield calls of those spins
   //   loop.arms             pollers armed (their arm() returned true) before a wait
+  //   loop.iteration_max_ns the longest loop.iteration_ns recorded (a gauge, not a sum)
   // and histograms (rmsg::Histogram, power-of-two nanosecond buckets):
   //   loop.iteration_ns     per iteration that ran a callback: real time from its first
   //                         callback to the end of the iteration (sleeping excluded)

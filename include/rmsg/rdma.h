@@ -72,6 +72,14 @@ struct RMSG_EXPORT RdmaOptions {
   // beyond is rejected (reason `resources`, the peer sees Errc::resource_exhausted)
   // before anything is built or taken from a pool. 0: no bound.
   std::uint32_t max_inbound_handshakes = 32;
+  // Listener: the verbs and rdma_cm setup calls one loop makes per iteration for the
+  // connect requests it accepts (each accept counts as the 11 calls a fresh structure and
+  // its accept take). Requests beyond wait, in arrival order, for a later iteration (they
+  // count against max_inbound_handshakes meanwhile), so a burst of connects does not hold
+  // the loop for all their setup at once. The bound is per loop: the smallest value among
+  // the listeners and connection managers accepting on it applies to the request at hand.
+  // 0: no bound.
+  std::uint32_t max_setup_calls_per_iteration = 22;
 
   // Liveness (docs/protocol.md, Keepalive). A stream that has posted no message for
   // keepalive_interval sends a KEEPALIVE (or, stalled on credits, a zero-length RDMA WRITE

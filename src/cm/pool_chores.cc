@@ -45,6 +45,12 @@ void StructurePool::want_spare(const ReuseKey& key, ibv_context* ctx,
   wake_tick_();
 }
 
+std::size_t StructurePool::recycling_or_queued() const noexcept {
+  std::size_t n = recyclers_.size();
+  for (const auto& c : chores_) n += c.recycle.res ? 1 : 0;
+  return n;
+}
+
 void StructurePool::recycle_later(rdma::ReleasedStructure released) {
   if (!options_.deferred_teardown) return start_recycling(std::move(released));
   Chore c;

@@ -175,6 +175,12 @@ void StructurePool::release(rdma::ReleasedStructure r) {
     return destroy_later(std::move(r.res), std::move(r.id),
                          r.reusable ? "structures.not_kept" : "structures.not_reusable");
   }
+  // Bounded: a mass close must not hold every structure for seconds of timewait.
+  if (options_.max_recycling != 0 && recycling_or_queued() >= options_.max_recycling) {
+    keys_.erase(r.res.get());
+    RMSG_LOG(debug, "cm: structure %u not recycled (max_recycling)", r.res->serial);
+    return destroy_later(std::move(r.res), std::move(r.id), "structures.recycle_full");
+  }
   // Ended by an error: kept, but back only after the timewait (seconds); a spare covers
   // the reconnect that is likely to come before.
   if (r.abnormal) want_spare(keys_.at(r.res.get()), r.res->context, r.res->geometry);

@@ -68,6 +68,8 @@ class StructurePool final : public std::enable_shared_from_this<StructurePool>,
   std::size_t chores() const noexcept { return chores_.size(); }
   std::size_t idle() const noexcept { return idle_.size(); }
   std::size_t recycling() const noexcept { return recyclers_.size(); }
+  // Recycling, or queued to start it (deferred_teardown): what max_recycling bounds.
+  std::size_t recycling_or_queued() const noexcept;
   void drop_idle();
   // Destroys every idle and recycling structure on `ctx` and forgets its PD (the device is
   // being removed). Called by the channel's removal observer.

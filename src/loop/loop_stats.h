@@ -13,11 +13,20 @@
 
 #include <time.h>
 
+#include <array>
 #include <cstdint>
 
 #include "rmsg/counters.h"
 
 namespace rmsg::loop {
+
+// The exclusive upper bound (ns) of the bucket that holds the q-quantile (0 < q <= 1) of
+// the values `h` recorded, as counted from `buckets` (h's own, or a difference of two
+// snapshots: a phase of a run); 0 when nothing was recorded. Power-of-two buckets: the
+// true quantile is in [bound / 2, bound).
+std::uint64_t quantile_bound(const std::array<std::uint64_t, Histogram::kBuckets>& buckets,
+                             double q) noexcept;
+std::array<std::uint64_t, Histogram::kBuckets> snapshot(const Histogram& h) noexcept;
 
 class LoopStats {
  public:
@@ -79,7 +88,12 @@ class LoopStats {
   void end_iteration() noexcept {
     if (!started_) return;
     started_ = false;
-    iteration_ns_.record(read_ns(CLOCK_MONOTONIC) - wall_start_);
+    const std::uint64_t ns = read_ns(CLOCK_MONOTONIC) - wall_start_;
+    iteration_ns_.record(ns);
+    if (ns > max_ns_) {
+      max_ns_ = ns;
+      iteration_max_ns_.set(ns);
+    }
   }
 
  private:
@@ -106,11 +120,13 @@ class LoopStats {
   Counter& epoll_waits_;
   Counter& epoll_skips_;
   Histogram& iteration_ns_;
+  Counter& iteration_max_ns_;  // a gauge: the longest iteration_ns recorded
   Histogram& callback_cpu_ns_;
   const bool cpu_time_;
   bool started_ = false;          // a callback ran in this iteration
   std::uint64_t wall_start_ = 0;  // CLOCK_MONOTONIC at the first callback
   std::uint64_t cpu_mark_ = 0;    // thread CPU time at the end of the previous callback
+  std::uint64_t max_ns_ = 0;      // iteration_max_ns_'s value, without an atomic load
 };
 
 }  // namespace rmsg::loop

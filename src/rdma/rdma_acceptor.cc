@@ -1,6 +1,7 @@
 #include "rdma/rdma_acceptor.h"
 
 #include "rdma/rdma_stream.h"
+#include "rdma/setup_budget.h"
 #include "rmsg/log.h"
 
 namespace rmsg::rdma {
@@ -13,7 +14,9 @@ Acceptor::Acceptor(EventLoop& loop, const RdmaOptions& options, ResourceHooks ho
       on_accept_(std::move(on_accept)),
       channel_(std::move(channel)) {}
 
-Acceptor::~Acceptor() = default;
+Acceptor::~Acceptor() {
+  clear();
+}
 
 void Acceptor::configure(const RdmaOptions& options, ResourceHooks hooks,
                          AcceptCallback on_accept) {
@@ -24,6 +27,10 @@ void Acceptor::configure(const RdmaOptions& options, ResourceHooks hooks,
 
 void Acceptor::clear() {
   pending_.clear();
+  auto queued = std::move(queued_);
+  queued_.clear();
+  for (auto& q : queued)
+    reject_request(channel_.get(), std::move(q.id), wire::RejectReason::resources);
 }
 
 void Acceptor::accept(verbs::CmId id, std::span<const std::byte> request,
@@ -31,10 +38,42 @@ void Acceptor::accept(verbs::CmId id, std::span<const std::byte> request,
   // Before any lease, stream or structure: a flood of requests that never complete costs
   // at most max_inbound_handshakes structures until their connect_timeout.
   const std::size_t cap = options_.max_inbound_handshakes;
-  if (cap != 0 && pending_.size() >= cap) {
+  if (cap != 0 && pending_.size() + queued_.size() >= cap) {
     if (hooks_.on_handshakes_full) hooks_.on_handshakes_full();
     return reject_request(channel_.get(), std::move(id), wire::RejectReason::resources);
   }
+  // Behind earlier queued requests, or over this iteration's setup budget: later.
+  if (!queued_.empty() || !SetupBudget::of(loop_)->try_take(
+                              kAcceptSetupCalls, options_.max_setup_calls_per_iteration)) {
+    queued_.push_back({std::move(id), {request.begin(), request.end()}, hello});
+    if (!drain_deferred_) defer_drain();
+    return;
+  }
+  admit(std::move(id), request, hello);
+}
+
+void Acceptor::defer_drain() {
+  drain_deferred_ = true;
+  loop_.defer([this, alive = std::weak_ptr<int>(alive_)] {
+    if (alive.expired()) return;
+    drain_deferred_ = false;
+    drain_queue();
+  });
+}
+
+void Acceptor::drain_queue() {
+  auto budget = SetupBudget::of(loop_);
+  while (!queued_.empty()) {
+    if (!budget->try_take(kAcceptSetupCalls, options_.max_setup_calls_per_iteration)) {
+      return defer_drain();  // deferred from a deferred task: the next iteration
+    }
+    Queued q = std::move(queued_.front());
+    queued_.pop_front();
+    admit(std::move(q.id), q.request, q.hello);
+  }
+}
+
+void Acceptor::admit(verbs::CmId id, std::span<const std::byte> request, const wire::Hello& hello) {
   ResourceHooks hooks = hooks_;
   hooks.route = {};
   if (hooks_.admit) {

@@ -8,9 +8,11 @@
 // their peers see a disconnect. Threading: loop thread only.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "rdma/resources.h"
 #include "rdma/wire.h"
@@ -37,21 +39,38 @@ class Acceptor {
   // requests of this acceptor not yet established (checked first: nothing is built or
   // leased for it), over the admission limit or without a stream, with a reject hello of
   // reason `resources`; if the CM setup fails, as
-  // CmConnection::accept does. Inside or outside the channel's dispatch.
+  // CmConnection::accept does. Inside or outside the channel's dispatch. A request that
+  // finds the loop's setup budget for this iteration spent (SetupBudget,
+  // RdmaOptions::max_setup_calls_per_iteration) waits, queued in arrival order, for a
+  // later iteration; it counts as half-accepted meanwhile.
   void accept(verbs::CmId id, std::span<const std::byte> request, const wire::Hello& hello);
   // Replaces the options, hooks and callback of later requests (and the callback of
   // half-accepted streams).
   void configure(const RdmaOptions& options, ResourceHooks hooks, AcceptCallback on_accept);
-  // Drops every half-accepted stream.
+  // Drops every half-accepted stream and rejects every queued request.
   void clear();
+  // Requests waiting for setup budget.
+  std::size_t queued() const noexcept { return queued_.size(); }
 
  private:
+  struct Queued {
+    verbs::CmId id;
+    std::vector<std::byte> request;
+    wire::Hello hello;
+  };
+  void admit(verbs::CmId id, std::span<const std::byte> request, const wire::Hello& hello);
+  void drain_queue();
+  void defer_drain();  // drain_queue() once the loop runs its deferred tasks
+
   EventLoop& loop_;
   RdmaOptions options_;
   ResourceHooks hooks_;
   AcceptCallback on_accept_;
   std::shared_ptr<rdmacm::CmChannel> channel_;
   std::map<RdmaStream*, std::unique_ptr<RdmaStream>> pending_;
+  std::deque<Queued> queued_;
+  bool drain_deferred_ = false;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards the deferred drain
 };
 
 // Rejects the request of `id` with a reject hello of `reason` and retires the id through

@@ -11,6 +11,7 @@
 #include "options.h"
 #include "report.h"
 #include "rpc_test.h"
+#include "scale_test.h"
 #if RMSG_WITH_RDMA
 #include "failover_test.h"
 #endif
@@ -170,6 +171,7 @@ std::optional<Row> measure(Runner& r, const SocketAddress& to, const Spec& spec,
 int run(const Options& o) {
   if (o.connect_test) return run_connect_test(o);
   if (o.rpc_test) return run_rpc_test(o);
+  if (o.scale_test) return run_scale_test(o);
 #if RMSG_WITH_RDMA
   if (o.failover_test) return run_failover_test(o);
 #else

@@ -67,8 +67,9 @@ bool parse_blocks(std::string_view text, Options& o) {
 
 void print_usage(std::FILE* out) {
   std::fputs(
-      "usage: rmsg-perf [--test lat|bw|connect|rpc|failover] [--transport "
+      "usage: rmsg-perf [--test lat|bw|connect|rpc|failover|scale] [--transport "
       "tcp|rdma|auto|posix|verbs]\n"
+      "                 [--connections N] [--window N] [--setup-calls N]\n"
       "                 [--size N[,N...]] [--iters N] [--repeat N] [--json] [--busy-poll]\n"
       "                 [--poll-spin US]\n"
       "                 [--one-thread] [--counters] [--blocks COUNTxSIZE] [--cpus C,S]\n"
@@ -83,6 +84,11 @@ void print_usage(std::FILE* out) {
       "                messages beside the raw stream ping-pong and streaming (rdma|tcp)\n"
       "                failover: RPC echo calls over an rdma_preferred session whose RDMA\n"
       "                connection is failed twice mid-run (seam); TCP carries on, RDMA returns\n"
+      "                scale: --connections N (default 100) on one loop thread, at most\n"
+      "                --window N (default 16) connects in flight: memory, fds and QPs per\n"
+      "                connection at idle, connects/s, loop stalls, RNR, MB/s with all and\n"
+      "                with 10 active (--size: bytes per phase, default 64M), bytes checked\n"
+      "  --setup-calls rdma: RdmaOptions::max_setup_calls_per_iteration (0: no bound)\n"
       "  --transport   rmsg transport to measure (default auto: rdma when built and a\n"
       "                device has an active port, else tcp); posix, verbs: that baseline\n"
       "                alone (verbs: SEND/RECV straight on an RC QP)\n"
@@ -155,8 +161,10 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         o.rpc_test = true;
       else if (v == "failover")
         o.failover_test = true;
+      else if (v == "scale")
+        o.scale_test = true;
       else
-        return bad("unknown test '" + v + "' (lat, bw, connect, rpc, failover)");
+        return bad("unknown test '" + v + "' (lat, bw, connect, rpc, failover, scale)");
     } else if (arg == "--transport") {
       if (!value(o.transport)) return false;
     } else if (arg == "--baseline") {
@@ -172,6 +180,21 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), o.iters);
       if (ec != std::errc{} || p != v.data() + v.size() || o.iters == 0) {
         return bad("bad --iters '" + v + "'");
+      }
+    } else if (arg == "--connections" || arg == "--window") {
+      if (!value(v)) return false;
+      std::size_t x = 0;
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+      if (ec != std::errc{} || p != v.data() + v.size() || x == 0 || x > 1000000) {
+        return bad("bad " + std::string(arg) + " '" + v + "' (1..1000000)");
+      }
+      (arg == "--connections" ? o.connections : o.window) = x;
+    } else if (arg == "--setup-calls") {
+      if (!value(v)) return false;
+      char* end = nullptr;
+      o.setup_calls = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || o.setup_calls < 0 || o.setup_calls > 1000000) {
+        return bad("--setup-calls needs a count >= 0 (0: no bound)");
       }
     } else if (arg == "--repeat") {
       if (!value(v)) return false;

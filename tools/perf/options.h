@@ -1,6 +1,7 @@
 // rmsg-perf's command line.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ struct Options {
   // --test rpc (rpc_test.h): the RPC benchmark; --outstanding its depths (1,16,128).
   bool rpc_test = false;
   bool failover_test = false;  // --test failover (failover_test.h; RDMA builds)
+  // --test scale (scale_test.h): --connections N, at most --window connects in flight.
+  bool scale_test = false;
+  std::size_t connections = 100;
+  std::size_t window = 16;
+  long setup_calls = -1;  // --setup-calls N: RdmaOptions::max_setup_calls_per_iteration
   std::vector<std::uint64_t> outstanding;
 };
 

@@ -45,6 +45,7 @@ struct RunOptions {
   std::uint32_t block_count = 0;   // rdma: ring blocks each way (0: RdmaOptions' default)
   std::uint32_t block_size = 0;    // rdma: bytes per block (0: RdmaOptions' default)
   int server_cpu = -1;             // --cpus: the CPU a server's thread is pinned to; -1: none
+  long setup_calls = -1;           // rdma: max_setup_calls_per_iteration; -1: RdmaOptions'
 };
 
 // --cpus: pins the calling server thread to RunOptions::server_cpu, when one is set (main

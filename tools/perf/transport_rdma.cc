@@ -21,6 +21,9 @@ RdmaOptions rdma_options(const RunOptions& o) {
   RdmaOptions r;
   if (o.block_count != 0) r.send_block_count = r.recv_block_count = o.block_count;
   if (o.block_size != 0) r.send_block_size = r.recv_block_size = o.block_size;
+  if (o.setup_calls >= 0) {
+    r.max_setup_calls_per_iteration = static_cast<std::uint32_t>(o.setup_calls);
+  }
   return r;
 }
 
