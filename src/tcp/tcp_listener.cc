@@ -36,10 +36,7 @@ class TcpListener final : public ListenerImpl {
   TcpListener& operator=(const TcpListener&) = delete;
   TcpListener(TcpListener&&) = delete;
   TcpListener& operator=(TcpListener&&) = delete;
-  ~TcpListener() override {
-    if (destroyed_ != nullptr) *destroyed_ = true;
-    close();
-  }
+  ~TcpListener() override { close(); }
 
   Result<void> start() {
     auto w = loop_.watch(fd_, kReadable, [this](std::uint32_t) { accept_batch(); });
@@ -64,8 +61,7 @@ class TcpListener final : public ListenerImpl {
 
  private:
   void accept_batch() {
-    bool destroyed = false;
-    destroyed_ = &destroyed;
+    const std::weak_ptr<int> alive = alive_;
     for (int i = 0; i < kAcceptBatch && fd_ >= 0; ++i) {
       const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -80,9 +76,8 @@ class TcpListener final : public ListenerImpl {
         continue;
       }
       on_accept_(tcp::make_stream(loop_, fd, options_));
-      if (destroyed) return;  // the callback destroyed the listener
+      if (alive.expired()) return;  // the callback destroyed the listener
     }
-    destroyed_ = nullptr;
   }
 
   void pause() {
@@ -101,7 +96,9 @@ class TcpListener final : public ListenerImpl {
   SocketAddress bound_;
   WatchId watch_ = 0;
   TimerId pause_timer_ = 0;
-  bool* destroyed_ = nullptr;  // points into accept_batch()'s frame while it runs
+  // Expires with the listener: accept_batch() learns that a callback destroyed it (a token,
+  // not a flag in its frame: the callback may run the loop, nesting another batch).
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace

@@ -74,8 +74,9 @@ class TcpStream final : public StreamImpl {
   void arm(Direction& d);
   void update_interest();
   void dispatch(std::uint32_t events);
-  // Calls d's callback; false if the stream was destroyed or closed meanwhile.
-  bool call(Direction& d, const bool& destroyed);
+  // Calls d's callback; false if the stream was destroyed (`alive` expired) or closed
+  // meanwhile.
+  bool call(Direction& d, const std::weak_ptr<int>& alive);
   std::error_code fail(int err);
   Result<void> check_writable() const;
   Result<std::size_t> send_iov(const msghdr& msg);
@@ -91,10 +92,13 @@ class TcpStream final : public StreamImpl {
   bool write_shut_ = false;
   bool eof_ = false;
   bool closed_ = false;
-  bool* destroyed_ = nullptr;  // points into dispatch()'s frame while it runs
   std::string local_;
   std::string peer_;
   std::shared_ptr<void> lease_;
+  // Expires with the stream: dispatch() learns that a callback destroyed it. A token, not a
+  // flag in dispatch()'s frame: a callback may run the loop, which dispatches this stream
+  // again inside it, and may destroy the stream after that nested dispatch has returned.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 // Wraps a connected socket (ownership passes to the Stream).
