@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "base/destroy_watch.h"
 #include "loop/loop_thread.h"
 #include "rmsg/log.h"
 #include "rmsg/tcp.h"
@@ -61,7 +62,7 @@ class TcpListener final : public ListenerImpl {
 
  private:
   void accept_batch() {
-    const std::weak_ptr<int> alive = alive_;
+    const DestroyWatch::Scope frame(destroy_watch_);
     for (int i = 0; i < kAcceptBatch && fd_ >= 0; ++i) {
       const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -76,7 +77,7 @@ class TcpListener final : public ListenerImpl {
         continue;
       }
       on_accept_(tcp::make_stream(loop_, fd, options_));
-      if (alive.expired()) return;  // the callback destroyed the listener
+      if (frame.destroyed()) return;  // the callback destroyed the listener
     }
   }
 
@@ -96,9 +97,9 @@ class TcpListener final : public ListenerImpl {
   SocketAddress bound_;
   WatchId watch_ = 0;
   TimerId pause_timer_ = 0;
-  // Expires with the listener: accept_batch() learns that a callback destroyed it (a token,
-  // not a flag in its frame: the callback may run the loop, nesting another batch).
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  // accept_batch() learns that the callback destroyed the listener, also after a nested
+  // batch (a callback that runs the loop).
+  DestroyWatch destroy_watch_;
 };
 
 }  // namespace

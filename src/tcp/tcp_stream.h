@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "base/destroy_watch.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/stream.h"
 #include "rmsg/tcp.h"
@@ -74,9 +75,8 @@ class TcpStream final : public StreamImpl {
   void arm(Direction& d);
   void update_interest();
   void dispatch(std::uint32_t events);
-  // Calls d's callback; false if the stream was destroyed (`alive` expired) or closed
-  // meanwhile.
-  bool call(Direction& d, const std::weak_ptr<int>& alive);
+  // Calls d's callback; false if the stream was destroyed or closed meanwhile.
+  bool call(Direction& d, const DestroyWatch::Scope& frame);
   std::error_code fail(int err);
   Result<void> check_writable() const;
   Result<std::size_t> send_iov(const msghdr& msg);
@@ -95,10 +95,9 @@ class TcpStream final : public StreamImpl {
   std::string local_;
   std::string peer_;
   std::shared_ptr<void> lease_;
-  // Expires with the stream: dispatch() learns that a callback destroyed it. A token, not a
-  // flag in dispatch()'s frame: a callback may run the loop, which dispatches this stream
-  // again inside it, and may destroy the stream after that nested dispatch has returned.
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  // dispatch() learns that a callback destroyed the stream, also after a nested dispatch of
+  // it (a callback that runs the loop).
+  DestroyWatch destroy_watch_;
 };
 
 // Wraps a connected socket (ownership passes to the Stream).
