@@ -25,18 +25,25 @@ namespace rmsg {
 
 class RMSG_EXPORT Counter {
  public:
-  void add(std::uint64_t n = 1) noexcept { v_.fetch_add(n, std::memory_order_relaxed); }
-  // add() for a counter that only one thread ever writes (an event loop's): a relaxed load
-  // and store instead of an atomic read-modify-write. Readers on other threads still see
-  // whole values; a concurrent add()/add_owned() from a second thread may be lost.
+  void add(std::uint64_t n = 1) noexcept { shared_.fetch_add(n, std::memory_order_relaxed); }
+  // add() for the one thread that owns the counter (an event loop's): a relaxed load and
+  // store instead of an atomic read-modify-write. Only that thread may call it; add() from
+  // any other thread at the same time loses nothing, as the two count in separate cells.
   void add_owned(std::uint64_t n = 1) noexcept {
-    v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+    owned_.store(owned_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
-  void set(std::uint64_t n) noexcept { v_.store(n, std::memory_order_relaxed); }
-  std::uint64_t value() const noexcept { return v_.load(std::memory_order_relaxed); }
+  // Replaces the count (a gauge; by the owner): an add() racing with it may be lost.
+  void set(std::uint64_t n) noexcept {
+    owned_.store(n, std::memory_order_relaxed);
+    shared_.store(0, std::memory_order_relaxed);
+  }
+  std::uint64_t value() const noexcept {
+    return owned_.load(std::memory_order_relaxed) + shared_.load(std::memory_order_relaxed);
+  }
 
  private:
-  std::atomic<std::uint64_t> v_{0};
+  std::atomic<std::uint64_t> owned_{0};   // add_owned(): the owner's, single-writer
+  std::atomic<std::uint64_t> shared_{0};  // add(): any thread's, read-modify-write
 };
 
 // A fixed-bucket histogram of non-negative values (nanoseconds, by convention of the names

@@ -37,6 +37,10 @@
 
 namespace rmsg {
 
+namespace loop {
+struct Access;  // the library's own questions about a loop's thread (not installed)
+}  // namespace loop
+
 // Bits of a watcher's interest and of the events its callback receives (flag constants,
 // hence kCamel like other constants rather than an enum's lower_case).
 // NOLINTBEGIN(readability-identifier-naming)
@@ -225,6 +229,7 @@ class RMSG_EXPORT EventLoop {
   class RMSG_HIDDEN Impl;
 
  private:
+  friend struct loop::Access;
   explicit EventLoop(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

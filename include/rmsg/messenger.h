@@ -100,6 +100,11 @@ struct RMSG_EXPORT PeerAddresses {
 };
 
 // Why a connection or a session ended (stable values; counters name them).
+// rmsg::is_retryable: true for the resets (peer_restarted, session_unknown, lossy_fault,
+// session_expired: a message sent again starts a new session) and for a lost connection
+// (handshake_timeout, replaced, peer_closed, idle_timeout, not_reading: a later
+// connection may work); false for a peer that is broken or not the one expected, and for
+// shutdown.
 enum class MessengerErrc {
   peer_restarted = 1,     // reset: the peer presents a new session (it restarted)
   session_unknown = 2,    // reset: the peer does not know our session (it restarted)

@@ -2,6 +2,10 @@
 // event or a failed registration reports. rmsg/rdma.h includes this header; code that only
 // inspects an error (is it a work-completion error? which one?) may include it alone.
 //
+// No code of these categories is retryable (rmsg::is_retryable): a failed work completion
+// or device event ends the stream it came from (a new connection is a new operation), and
+// the memlock limit stays until raised.
+//
 // Threading: everything here is thread-safe (the categories are immutable singletons).
 #pragma once
 

@@ -53,8 +53,11 @@ inline std::error_code errno_code(int err) noexcept {
   return {err, std::system_category()};
 }
 
-// True when the same operation may succeed if tried again later (would_block,
-// resource_exhausted, unreachable, route_error, connection_refused, EAGAIN/EINTR/ENOBUFS...).
+// True when the same operation may succeed if tried again later: Errc as marked above,
+// errno values (system or generic category) EAGAIN, EINTR, ENOBUFS, ENOMEM, EINPROGRESS,
+// ETIMEDOUT, ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, and every other category rmsg defines
+// as its header says (rmsg/connection_manager.h, rdma_errors.h, messenger.h, rpc.h; the
+// wire's: never). Another category: by the generic condition its code maps to, if any.
 RMSG_EXPORT bool is_retryable(std::error_code ec) noexcept;
 
 }  // namespace rmsg

@@ -1,4 +1,10 @@
 #include <cerrno>
+#include <cstdint>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "base/retry_rules.h"
 
 #include "rmsg/result.h"
 
@@ -62,8 +68,53 @@ const std::error_category& error_category() noexcept {
   return category;
 }
 
+namespace {
+
+bool errno_retryable(int err) noexcept {
+  switch (err) {
+    case EAGAIN:
+    case EINTR:
+    case ENOBUFS:
+    case ENOMEM:
+    case EINPROGRESS:
+    case ETIMEDOUT:
+    case ECONNREFUSED:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct Registry {
+  std::mutex mu;
+  std::vector<std::pair<const std::error_category*, std::uint64_t>> rules;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+bool register_retryable(const std::error_category& category, std::uint64_t codes) noexcept {
+  Registry& r = registry();
+  const std::lock_guard lock(r.mu);
+  for (auto& [c, mask] : r.rules) {
+    if (*c == category) {
+      mask = codes;
+      return true;
+    }
+  }
+  r.rules.emplace_back(&category, codes);
+  return true;
+}
+
 bool is_retryable(std::error_code ec) noexcept {
-  if (ec.category() == error_category()) {
+  const std::error_category& category = ec.category();
+  if (category == error_category()) {
     switch (static_cast<Errc>(ec.value())) {
       case Errc::would_block:
       case Errc::resource_exhausted:
@@ -75,23 +126,20 @@ bool is_retryable(std::error_code ec) noexcept {
         return false;
     }
   }
-  if (ec.category() == std::system_category()) {
-    switch (ec.value()) {
-      case EAGAIN:
-      case EINTR:
-      case ENOBUFS:
-      case ENOMEM:
-      case EINPROGRESS:
-      case ETIMEDOUT:
-      case ECONNREFUSED:
-      case EHOSTUNREACH:
-      case ENETUNREACH:
-        return true;
-      default:
-        return false;
+  if (category == std::system_category() || category == std::generic_category()) {
+    return errno_retryable(ec.value());
+  }
+  {
+    Registry& r = registry();
+    const std::lock_guard lock(r.mu);
+    for (const auto& [c, mask] : r.rules) {
+      if (*c == category) {
+        return ec.value() >= 0 && ec.value() < 64 && ((mask >> ec.value()) & 1) != 0;
+      }
     }
   }
-  return false;
+  const std::error_condition condition = ec.default_error_condition();
+  return condition.category() == std::generic_category() && errno_retryable(condition.value());
 }
 
 }  // namespace rmsg

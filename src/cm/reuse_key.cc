@@ -2,6 +2,7 @@
 #include <functional>
 #include <string>
 
+#include "base/retry_rules.h"
 #include "cm/manager_stats.h"
 #include "rmsg/connection_manager.h"
 
@@ -44,6 +45,11 @@ const char* to_string(Transport t) noexcept {
 
 const std::error_category& connect_category() noexcept {
   static const ConnectCategory category;
+  // Every code: a step deadline of one attempt, or the limit until a connection is released.
+  static const bool rule = register_retryable(
+      category, retry_codes({ConnectErrc::address_timeout, ConnectErrc::route_timeout,
+                             ConnectErrc::handshake_timeout, ConnectErrc::connection_limit}));
+  static_cast<void>(rule);
   return category;
 }
 

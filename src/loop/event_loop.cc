@@ -19,6 +19,7 @@
 #include "loop/loop_thread.h"
 #include "loop/poll_set.h"
 #include "loop/timer_heap.h"
+#include "rmsg/log.h"
 
 namespace rmsg {
 namespace {
@@ -86,8 +87,12 @@ class EventLoop::Impl {
 
   Fd ep_, wake_, timer_;
   // The thread that last ran the loop; none (a default id) until it first runs and again
-  // from ~EventLoop on: then every thread counts as the loop's (loop_thread.h).
+  // from ~EventLoop on: then every thread counts as the loop's (loop_thread.h). Stored with
+  // release and read with acquire: a thread that finds itself the owner (or none) sees what
+  // the previous owner did before it let go.
   std::atomic<std::thread::id> owner_{};
+  // LoopThreads::stop() joined the thread running it; whoever runs it next clears this.
+  std::atomic<bool> orphaned_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> wake_signalled_{false};
   bool busy_poll_ = false;
@@ -123,6 +128,12 @@ class EventLoop::Impl {
 
   Clock::time_point now() const noexcept { return manual_ ? manual_->now() : Clock::now(); }
 
+  // Whoever runs the loop owns it from then on (run, run_once, run_until).
+  void take_ownership() noexcept {
+    owner_.store(std::this_thread::get_id(), std::memory_order_release);
+    orphaned_.store(false, std::memory_order_relaxed);
+  }
+
   void signal() {
     if (!wake_signalled_.exchange(true, std::memory_order_acq_rel)) {
       const std::uint64_t one = 1;
@@ -151,8 +162,18 @@ class EventLoop::Impl {
       spec.it_value.tv_nsec = ns.count() % 1'000'000'000;
       if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
     }
-    ::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr);
+    if (::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr) < 0) {
+      // An embedding loop would never wake for this timer: say so (once per loop, as the
+      // next rearm fails the same way), and try again at the next rearm.
+      if (!timerfd_failed_) {
+        RMSG_LOG(error, "loop: timerfd_settime: %s; timers wait for other events",
+                 errno_code(errno).message().c_str());
+      }
+      timerfd_failed_ = true;
+      armed_ = Clock::time_point::min();
+    }
   }
+  bool timerfd_failed_ = false;
 
   TimerId add_timer(Duration delay, Duration period, Task task) {
     const TimerId id = next_id_++;
@@ -378,7 +399,7 @@ Result<std::unique_ptr<EventLoop>> EventLoop::create(const EventLoopOptions& opt
 
 EventLoop::EventLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 EventLoop::~EventLoop() {
-  impl_->owner_.store(std::thread::id{}, std::memory_order_relaxed);
+  impl_->owner_.store(std::thread::id{}, std::memory_order_release);
   // Newest first; a hook may add or remove hooks and use every other method.
   auto& hooks = impl_->destroy_hooks_;
   while (!hooks.empty()) {
@@ -500,7 +521,7 @@ void EventLoop::post(Task task) {
 
 Result<void> EventLoop::run() {
   const Impl::Driving driving(*impl_);
-  impl_->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  impl_->take_ownership();
   // exchange: each stop() ends exactly one run(), also when it came before run() started.
   while (!impl_->stop_.exchange(false, std::memory_order_acq_rel)) {
     auto r = impl_->iterate(Duration(-1));
@@ -515,13 +536,13 @@ void EventLoop::stop() {
 }
 
 Result<int> EventLoop::run_once(Duration timeout) {
-  impl_->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  impl_->take_ownership();
   return impl_->iterate(timeout);
 }
 
 bool EventLoop::run_until(const std::function<bool()>& done, Clock::time_point deadline) {
   // Whoever runs the loop owns it from here (its guard timer below is loop-thread-only).
-  impl_->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  impl_->take_ownership();
   if (done()) return true;
   const Impl::Driving driving(*impl_);
   // One loop timer for the deadline instead of a timeout on every epoll_wait: a timed
@@ -583,8 +604,28 @@ int EventLoop::fd() const noexcept {
 }
 
 bool EventLoop::in_loop_thread() const noexcept {
-  const auto owner = impl_->owner_.load(std::memory_order_relaxed);
+  const auto owner = impl_->owner_.load(std::memory_order_acquire);
   return owner == std::thread::id{} || owner == std::this_thread::get_id();
 }
+
+namespace loop {
+
+bool Access::owned_here(const EventLoop& loop) noexcept {
+  const auto me = std::this_thread::get_id();
+  auto owner = loop.impl_->owner_.load(std::memory_order_acquire);
+  if (owner == me) return true;
+  if (owner != std::thread::id{}) return false;
+  return loop.impl_->owner_.compare_exchange_strong(owner, me, std::memory_order_acq_rel);
+}
+
+void Access::mark_orphaned(EventLoop& loop) noexcept {
+  loop.impl_->orphaned_.store(true, std::memory_order_release);
+}
+
+bool Access::orphaned(const EventLoop& loop) noexcept {
+  return loop.impl_->orphaned_.load(std::memory_order_acquire) && !loop.in_loop_thread();
+}
+
+}  // namespace loop
 
 }  // namespace rmsg

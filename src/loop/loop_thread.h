@@ -14,6 +14,23 @@
 
 namespace rmsg::loop {
 
+// What the library's own layers ask about a loop's thread beyond the public
+// in_loop_thread() (event_loop.cc). Thread-safe.
+struct Access {
+  // For routing a call from any thread ("call directly or post"): true on the thread that
+  // runs the loop (or ran it last); on a loop that no thread ran yet, true for the first
+  // thread that asks, which owns it from then until a thread runs it, and false for every
+  // other (their calls are posted and run when the loop does). in_loop_thread() says yes
+  // to every thread then, so two threads would both go straight in.
+  static bool owned_here(const EventLoop& loop) noexcept;
+  // LoopThreads::stop() joined the thread that ran `loop`: nothing runs it until a thread
+  // runs it again (which clears this).
+  static void mark_orphaned(EventLoop& loop) noexcept;
+  // Marked so, and the calling thread is not the loop's: a wait for the loop to run
+  // something would never end.
+  static bool orphaned(const EventLoop& loop) noexcept;
+};
+
 [[noreturn]] void loop_thread_violation(const char* function, const char* file, int line) noexcept;
 
 inline void check_loop_thread(const EventLoop& loop, const char* function, const char* file,

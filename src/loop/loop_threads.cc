@@ -9,6 +9,7 @@
 #include <future>
 #include <utility>
 
+#include "loop/loop_thread.h"
 #include "rmsg/log.h"
 
 namespace rmsg {
@@ -80,6 +81,9 @@ void LoopThreads::start() {
 void LoopThreads::stop() {
   for (EventLoop* l : raw_) l->stop();
   for (auto& t : threads_) t.join();
+  if (!threads_.empty()) {
+    for (EventLoop* l : raw_) loop::Access::mark_orphaned(*l);
+  }
   threads_.clear();
   started_ = false;
 }

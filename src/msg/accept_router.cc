@@ -30,7 +30,10 @@ constexpr std::size_t kNodeField = 8;  // the hello's first field (docs/protocol
 
 void set_lowat(int fd, std::size_t n) noexcept {
   const int v = static_cast<int>(n);
-  static_cast<void>(::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v));
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) < 0) {
+    // The router then wakes on every byte of the prefix instead of once: slower, not wrong.
+    RMSG_LOG(warn, "messenger: SO_RCVLOWAT: %s", errno_code(errno).message().c_str());
+  }
 }
 
 // Whether the peer sent its FIN (or the socket failed). A socket at end of stream stays

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "base/nested_scratch.h"
 #include "msg/frame_encoder.h"
 #include "msg/message_frame.h"
 #include "msg/messenger_impl.h"
@@ -111,7 +112,10 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
 }
 
 void Messenger::Impl::on_readable(ConnId id) {
-  static thread_local std::array<std::byte, kReadChunk> buf;
+  // One buffer per nesting depth: a callback that runs the loop re-enters here (for another
+  // connection) while the frames decoded below still point into this call's buffer.
+  const NestedScratch<kReadChunk> scratch;
+  const std::span<std::byte> buf = scratch.span();
   if (Connection* c = find_connection(id); c != nullptr) {
     if (read_paused(*c)) {
       c->stream.on_readable({});  // set_paused(false) watches it again
@@ -264,7 +268,12 @@ void Messenger::Impl::drop(ConnId id, bool graceful) {
   probe_ended(*c);
   release_slot(*c);
   handshake_done(*c);
-  if (graceful) (void)c->stream.shutdown_write();
+  if (graceful) {
+    // Failing, the close below is abortive (the peer reads a reset, not our close frame's EOF).
+    if (auto r = c->stream.shutdown_write(); !r) {
+      RMSG_LOG(debug, "messenger: shutdown_write: %s", r.error().message().c_str());
+    }
+  }
   c->stream.close();
 }
 

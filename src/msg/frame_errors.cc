@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "base/retry_rules.h"
 #include "msg/frame_types.h"
 
 namespace rmsg::msg {
@@ -55,6 +56,8 @@ const char* wire_errc_name(WireErrc e) noexcept {
 
 const std::error_category& wire_category() noexcept {
   static const WireCategory category;
+  static const bool rule = register_retryable(category, 0);  // malformed bytes: never
+  static_cast<void>(rule);
   return category;
 }
 

@@ -10,6 +10,10 @@
 #include <mutex>
 #include <vector>
 
+#include "base/debug_assert.h"
+#include "loop/loop_thread.h"
+#include "rmsg/log.h"
+
 namespace rmsg::msg {
 namespace {
 
@@ -41,10 +45,23 @@ void run_claimed(Table& t, const std::shared_ptr<Entry>& e, std::unique_lock<std
   t.cv.notify_all();
 }
 
+// LoopThreads::stop() joined the loop's thread: the wait would never end. A bug of the
+// caller (loop_threads.h: destroy what lives on the loops while they run): Debug builds
+// abort; release builds say so and run `f` here, which the join made safe (no thread runs
+// the loop).
+void orphaned_loop(const std::function<void()>& f) {
+  RMSG_LOG(error,
+           "messenger: teardown waits on a loop whose thread was stopped; destroy what "
+           "lives on the loops before LoopThreads::stop()");
+  RMSG_DEBUG_ASSERT(!"waiting on a stopped loop");
+  f();
+}
+
 }  // namespace
 
 void wait_on_loop(EventLoop& loop, const std::function<void()>& f) {
   if (loop.in_loop_thread()) return f();
+  if (loop::Access::orphaned(loop)) return orphaned_loop(f);
   Table& t = table();
   auto mine = std::make_shared<Entry>(Entry{&loop, &f});
   {

@@ -15,12 +15,13 @@ namespace rmsg::msg {
 
 // Runs `f` on `loop`'s thread and returns when it has run: at once when called there,
 // else handed to that loop while the caller blocks (the loop must be running, or this
-// waits for ever). A caller that is itself a loop's thread may block here while that
-// loop's thread blocks here too, waiting for the caller's loop (two messengers over the
-// same loops, or each over the other's, destroyed at once): a blocked thread therefore
-// also runs what others wait on its own loop to run, so such waits never form a cycle.
-// `f` then runs inside whatever callback the blocked thread was in, as it would if that
-// thread had called wait_on_loop for its own loop. front_sync.cc.
+// waits for ever; after LoopThreads::stop() joined its thread, Debug builds abort instead,
+// and release builds log it and run `f` here). A caller that is itself a loop's thread may block
+// here while that loop's thread blocks here too, waiting for the caller's loop (two messengers over
+// the same loops, or each over the other's, destroyed at once): a blocked thread therefore also
+// runs what others wait on its own loop to run, so such waits never form a cycle. `f` then runs
+// inside whatever callback the blocked thread was in, as it would if that thread had called
+// wait_on_loop for its own loop. front_sync.cc.
 void wait_on_loop(EventLoop& loop, const std::function<void()>& f);
 
 // A callback that, called `n` times (from any threads), runs `done` on the last call, on

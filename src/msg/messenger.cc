@@ -5,8 +5,11 @@
 #include <limits>
 #include <utility>
 
+#include "base/retry_rules.h"
+#include "loop/loop_thread.h"
 #include "msg/messenger_front.h"
 #include "msg/messenger_impl.h"
+#include "rmsg/log.h"
 
 namespace rmsg {
 namespace {
@@ -59,6 +62,14 @@ class MessengerCategory final : public std::error_category {
 
 const std::error_category& messenger_category() noexcept {
   static const MessengerCategory category;
+  // rmsg/messenger.h, MessengerErrc: the resets and a lost connection, not the rest.
+  static const bool rule = register_retryable(
+      category,
+      retry_codes({MessengerErrc::peer_restarted, MessengerErrc::session_unknown,
+                   MessengerErrc::lossy_fault, MessengerErrc::handshake_timeout,
+                   MessengerErrc::replaced, MessengerErrc::peer_closed, MessengerErrc::idle_timeout,
+                   MessengerErrc::session_expired, MessengerErrc::not_reading}));
+  static_cast<void>(rule);
   return category;
 }
 
@@ -112,19 +123,26 @@ Messenger::~Messenger() = default;
 
 Result<std::string> Messenger::listen(const SocketAddress& address,
                                       const ConnectionParams& params) {
+  RMSG_ASSERT_LOOP_THREAD(loop());
   return front_->listen(address, params);
 }
 Result<void> Messenger::add_peer(NodeId peer, const ConnectionParams& params) {
   if (peer == 0 || peer == node_id()) return make_error_code(Errc::invalid_argument);
   front_->run_on(front_->owner(peer), [peer, params](Front::Shard& s) {
-    static_cast<void>(s.impl->add_peer(peer, params));
+    if (auto r = s.impl->add_peer(peer, params); !r) {  // its checks ran above: a bug
+      RMSG_LOG(error, "messenger: add_peer(%llu): %s", static_cast<unsigned long long>(peer),
+               r.error().message().c_str());
+    }
   });
   return {};
 }
 Result<void> Messenger::add_peer(NodeId peer, const PeerAddresses& addresses) {
   if (peer == 0 || peer == node_id()) return make_error_code(Errc::invalid_argument);
   front_->run_on(front_->owner(peer), [peer, addresses](Front::Shard& s) {
-    static_cast<void>(s.impl->add_peer(peer, addresses));
+    if (auto r = s.impl->add_peer(peer, addresses); !r) {  // its checks ran above: a bug
+      RMSG_LOG(error, "messenger: add_peer(%llu): %s", static_cast<unsigned long long>(peer),
+               r.error().message().c_str());
+    }
   });
   return {};
 }
@@ -147,11 +165,13 @@ void Messenger::detach(ServiceId service) {
 }
 Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload,
                                                   ServiceId service) {
+  RMSG_ASSERT_LOOP_THREAD(loop_of(peer));
   return front_->shard_of(peer).impl->send_tracked(peer, std::move(payload),
                                                    SendOptions{.service = service});
 }
 Result<Messenger::Ticket> Messenger::send_tracked(NodeId peer, std::vector<std::byte> payload,
                                                   const SendOptions& options) {
+  RMSG_ASSERT_LOOP_THREAD(loop_of(peer));
   return front_->shard_of(peer).impl->send_tracked(peer, std::move(payload), options);
 }
 Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload,
@@ -159,6 +179,7 @@ Result<void> Messenger::send(NodeId peer, std::vector<std::byte> payload,
   return front_->send(peer, std::move(payload), options);
 }
 bool Messenger::withdraw(NodeId peer, Ticket ticket) {
+  RMSG_ASSERT_LOOP_THREAD(loop_of(peer));
   return front_->shard_of(peer).impl->withdraw(peer, ticket);
 }
 void Messenger::shutdown(Clock::time_point deadline, std::function<void()> done) {
@@ -168,6 +189,7 @@ void Messenger::mark_down(NodeId peer) {
   front_->run_on(front_->owner(peer), [peer](Front::Shard& s) { s.impl->mark_down(peer); });
 }
 std::optional<Messenger::SessionInfo> Messenger::session_info(NodeId peer) const {
+  RMSG_ASSERT_LOOP_THREAD(loop_of(peer));
   return front_->shard_of(peer).impl->session_info(peer);
 }
 NodeId Messenger::node_id() const noexcept {

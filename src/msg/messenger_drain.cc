@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "loop/loop_thread.h"
 #include "msg/front_sync.h"
 #include "msg/messenger_front.h"
 #include "msg/messenger_impl.h"
@@ -86,7 +87,8 @@ Result<Messenger::Ticket> MessengerAccess::send_while_draining(Messenger& m, Nod
                                                                const Messenger::SendOptions& o) {
   Messenger::Front& f = front(m);
   Messenger::Front::Shard& sh = f.shard_of(peer);
-  if (sh.loop->in_loop_thread()) return sh.impl->send_tracked(peer, std::move(payload), o, true);
+  if (loop::Access::owned_here(*sh.loop))
+    return sh.impl->send_tracked(peer, std::move(payload), o, true);
   RMSG_TRY(f.send_tracked(peer, std::move(payload), o, {}, true));
   return Messenger::Ticket{};
 }

@@ -5,10 +5,12 @@
 #include <limits>
 #include <utility>
 
+#include "loop/loop_thread.h"
 #include "msg/accept_router.h"
 #include "msg/front_sync.h"
 #include "msg/in_state.h"
 #include "tcp/tcp_linger.h"
+#include "tcp/tcp_socket.h"
 #include "tcp/tcp_stream.h"
 
 namespace rmsg {
@@ -115,7 +117,7 @@ std::size_t Messenger::Front::owner(NodeId peer) const noexcept {
 
 void Messenger::Front::run_on(std::size_t i, std::function<void(Shard&)> f) {
   Shard& sh = shards_[i];
-  if (sh.loop->in_loop_thread()) return f(sh);
+  if (loop::Access::owned_here(*sh.loop)) return f(sh);
   // The task holds the shard's parts by weak reference: a messenger gone meanwhile (its
   // shutdown ran on this loop) leaves nothing to do.
   std::weak_ptr<Messenger::Impl> impl = sh.impl;
@@ -144,7 +146,7 @@ Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> 
     return make_error_code(Errc::invalid_argument);
   }
   Shard& sh = shard_of(peer);
-  if (sh.loop->in_loop_thread()) {
+  if (loop::Access::owned_here(*sh.loop)) {
     auto t = sh.impl->send_tracked(peer, std::move(payload), options, draining_ok);
     if (!t) return t.error();
     if (queued) queued(t.value());
@@ -277,16 +279,18 @@ void Messenger::Front::relay(NodeId peer, Stream stream, Transport transport) {
 void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp,
                                  std::shared_ptr<void> lease) {
   Shard& sh = shards_[i];
-  if (sh.loop->in_loop_thread()) {
+  if (loop::Access::owned_here(*sh.loop)) {
     Stream s = tcp::make_stream(*sh.loop, fd, tcp);
     tcp::hold_lease(s, std::move(lease));
     return sh.impl->on_accepted(std::move(s));
   }
   std::weak_ptr<Messenger::Impl> weak = sh.impl;
   EventLoop* loop = sh.loop;
-  sh.loop->post([weak, loop, fd, tcp, lease = std::move(lease)]() mutable {
-    Stream s = tcp::make_stream(*loop, fd, tcp);  // closes the socket if the shard is gone
-    tcp::hold_lease(s, std::move(lease));         // released with it, on this loop
+  // The socket is owned by the task: a loop destroyed with it unrun closes it.
+  auto socket = std::make_shared<tcp::OwnedSocket>(fd);
+  sh.loop->post([weak, loop, socket, tcp, lease = std::move(lease)]() mutable {
+    Stream s = tcp::make_stream(*loop, socket->release(), tcp);  // closed if the shard is gone
+    tcp::hold_lease(s, std::move(lease));                        // released with it, on this loop
     if (auto self = weak.lock()) self->on_accepted(std::move(s));
   });
 }

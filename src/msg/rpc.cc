@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "base/retry_rules.h"
 #include "msg/messenger_front.h"
 #include "msg/rpc_impl.h"
 
@@ -38,6 +39,10 @@ class RpcCategory final : public std::error_category {
 
 const std::error_category& rpc_category() noexcept {
   static const RpcCategory category;
+  // rmsg/rpc.h, RpcErrc: a timeout and a session reset (retry_of says whether it ran).
+  static const bool rule =
+      register_retryable(category, retry_codes({RpcErrc::timeout, RpcErrc::session_reset}));
+  static_cast<void>(rule);
   return category;
 }
 

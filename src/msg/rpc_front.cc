@@ -6,6 +6,7 @@
 #include <atomic>
 #include <utility>
 
+#include "loop/loop_thread.h"
 #include "msg/front_sync.h"
 #include "msg/rpc_seams.h"
 
@@ -124,7 +125,7 @@ void RpcEndpoint::Front::wait_on(std::size_t i, const std::function<void()>& f) 
 
 void RpcEndpoint::Front::run_on(std::size_t i, std::function<void(Impl&)> f) {
   Impl& s = *shards_[i];
-  if (s.loop_.in_loop_thread()) return f(s);
+  if (loop::Access::owned_here(s.loop_)) return f(s);
   std::weak_ptr<Impl> weak = shards_[i];
   s.loop_.post([weak, f = std::move(f)] {
     if (auto self = weak.lock()) f(*self);
@@ -134,7 +135,7 @@ void RpcEndpoint::Front::run_on(std::size_t i, std::function<void(Impl&)> f) {
 bool RpcEndpoint::Front::cancel(CallId id) {
   if (id == 0) return false;
   Impl& s = shard_of_call(id);
-  if (s.loop_.in_loop_thread()) return s.cancel(id);
+  if (loop::Access::owned_here(s.loop_)) return s.cancel(id);
   return s.cancel_afar(id);
 }
 
@@ -254,6 +255,7 @@ void RpcEndpoint::shutdown() {
   front_->shutdown();
 }
 std::optional<RpcPeerStats> RpcEndpoint::peer_stats(NodeId peer) const {
+  RMSG_ASSERT_LOOP_THREAD(front_->shard_of(peer).loop_);
   return front_->shard_of(peer).peer_stats(peer);
 }
 const CounterSet& RpcEndpoint::counters() const noexcept {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "base/destroy_watch.h"
 #include "loop/loop_thread.h"
 #include "rmsg/log.h"
 #include "rmsg/tcp.h"
@@ -36,10 +37,7 @@ class TcpListener final : public ListenerImpl {
   TcpListener& operator=(const TcpListener&) = delete;
   TcpListener(TcpListener&&) = delete;
   TcpListener& operator=(TcpListener&&) = delete;
-  ~TcpListener() override {
-    if (destroyed_ != nullptr) *destroyed_ = true;
-    close();
-  }
+  ~TcpListener() override { close(); }
 
   Result<void> start() {
     auto w = loop_.watch(fd_, kReadable, [this](std::uint32_t) { accept_batch(); });
@@ -64,8 +62,7 @@ class TcpListener final : public ListenerImpl {
 
  private:
   void accept_batch() {
-    bool destroyed = false;
-    destroyed_ = &destroyed;
+    const DestroyWatch::Scope frame(destroy_watch_);
     for (int i = 0; i < kAcceptBatch && fd_ >= 0; ++i) {
       const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -80,9 +77,8 @@ class TcpListener final : public ListenerImpl {
         continue;
       }
       on_accept_(tcp::make_stream(loop_, fd, options_));
-      if (destroyed) return;  // the callback destroyed the listener
+      if (frame.destroyed()) return;  // the callback destroyed the listener
     }
-    destroyed_ = nullptr;
   }
 
   void pause() {
@@ -101,7 +97,9 @@ class TcpListener final : public ListenerImpl {
   SocketAddress bound_;
   WatchId watch_ = 0;
   TimerId pause_timer_ = 0;
-  bool* destroyed_ = nullptr;  // points into accept_batch()'s frame while it runs
+  // accept_batch() learns that the callback destroyed the listener, also after a nested
+  // batch (a callback that runs the loop).
+  DestroyWatch destroy_watch_;
 };
 
 }  // namespace

@@ -27,4 +27,35 @@ std::string peer_name(int fd);
 // Closes fd; with `abortive`, first sets SO_LINGER {1, 0} so that the kernel sends RST.
 void close_socket(int fd, bool abortive) noexcept;
 
+// A socket on its way somewhere (a task posted to another loop): closed abortively if it
+// is dropped before release(), as when a loop is destroyed with the task still queued.
+// Move-only; -1 is none.
+class OwnedSocket {
+ public:
+  explicit OwnedSocket(int fd) noexcept : fd_(fd) {}
+  OwnedSocket(OwnedSocket&& other) noexcept : fd_(other.release()) {}
+  OwnedSocket& operator=(OwnedSocket&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.release();
+    }
+    return *this;
+  }
+  OwnedSocket(const OwnedSocket&) = delete;
+  OwnedSocket& operator=(const OwnedSocket&) = delete;
+  ~OwnedSocket() { reset(); }
+
+  int release() noexcept {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  void reset() noexcept {
+    if (fd_ >= 0) close_socket(release(), true);
+  }
+  int fd_;
+};
+
 }  // namespace rmsg::tcp

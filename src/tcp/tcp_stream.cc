@@ -24,7 +24,6 @@ TcpStream::TcpStream(EventLoop& loop, int fd, Duration linger_timeout)
       peer_(peer_name(fd)) {}
 
 TcpStream::~TcpStream() {
-  if (destroyed_ != nullptr) *destroyed_ = true;
   close();
 }
 
@@ -169,24 +168,18 @@ void TcpStream::update_interest() {
 }
 
 void TcpStream::dispatch(std::uint32_t events) {
-  bool destroyed = false;
-  destroyed_ = &destroyed;
-  if ((events & kReadable) && !call(read_, destroyed)) return;
-  if ((events & kWritable) && !call(write_, destroyed)) return;
-  destroyed_ = nullptr;
+  const DestroyWatch::Scope frame(destroy_watch_);
+  if ((events & kReadable) && !call(read_, frame)) return;
+  if ((events & kWritable) && !call(write_, frame)) return;
   update_interest();
 }
 
-bool TcpStream::call(Direction& d, const bool& destroyed) {
+bool TcpStream::call(Direction& d, const DestroyWatch::Scope& frame) {
   if (!d.callback || !d.armed) return true;
   const auto cb = d.callback;
   const std::uint64_t uses = d.uses;
   (*cb)();
-  if (destroyed) return false;
-  if (closed_) {
-    destroyed_ = nullptr;
-    return false;
-  }
+  if (frame.destroyed() || closed_) return false;
   if (d.uses == uses) d.armed = false;  // no progress: rest until read/write/set
   return true;
 }

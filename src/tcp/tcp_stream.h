@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "base/destroy_watch.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/stream.h"
 #include "rmsg/tcp.h"
@@ -75,7 +76,7 @@ class TcpStream final : public StreamImpl {
   void update_interest();
   void dispatch(std::uint32_t events);
   // Calls d's callback; false if the stream was destroyed or closed meanwhile.
-  bool call(Direction& d, const bool& destroyed);
+  bool call(Direction& d, const DestroyWatch::Scope& frame);
   std::error_code fail(int err);
   Result<void> check_writable() const;
   Result<std::size_t> send_iov(const msghdr& msg);
@@ -91,10 +92,12 @@ class TcpStream final : public StreamImpl {
   bool write_shut_ = false;
   bool eof_ = false;
   bool closed_ = false;
-  bool* destroyed_ = nullptr;  // points into dispatch()'s frame while it runs
   std::string local_;
   std::string peer_;
   std::shared_ptr<void> lease_;
+  // dispatch() learns that a callback destroyed the stream, also after a nested dispatch of
+  // it (a callback that runs the loop).
+  DestroyWatch destroy_watch_;
 };
 
 // Wraps a connected socket (ownership passes to the Stream).

@@ -2,6 +2,7 @@
 // exist, so code that inspects an error links and runs; nothing in such a build reports one.
 #include <string>
 
+#include "base/retry_rules.h"
 #include "rmsg/rdma_errors.h"
 
 namespace rmsg {
@@ -24,16 +25,22 @@ class UnavailableCategory final : public std::error_category {
 
 const std::error_category& wc_category() noexcept {
   static const UnavailableCategory category("rdma-wc", "work completion");
+  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static_cast<void>(rule);
   return category;
 }
 
 const std::error_category& async_event_category() noexcept {
   static const UnavailableCategory category("rdma-async-event", "device event");
+  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static_cast<void>(rule);
   return category;
 }
 
 std::error_code memlock_limit_error() noexcept {
   static const UnavailableCategory category("rdma-memlock", "memlock limit");
+  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static_cast<void>(rule);
   return {1, category};
 }
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "base/retry_rules.h"
 #include "rmsg/rdma_errors.h"
 
 namespace rmsg {
@@ -39,16 +40,22 @@ class MemlockCategory final : public std::error_category {
 
 const std::error_category& async_event_category() noexcept {
   static const AsyncEventCategory category;
+  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static_cast<void>(rule);
   return category;
 }
 
 std::error_code memlock_limit_error() noexcept {
   static const MemlockCategory category;
+  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static_cast<void>(rule);
   return {1, category};
 }
 
 const std::error_category& wc_category() noexcept {
   static const WcCategory category;
+  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static_cast<void>(rule);
   return category;
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -86,6 +87,32 @@ TEST(Counters, AddOwnedIsAPlainIncrement) {
   c.add_owned();
   c.add_owned(4);
   EXPECT_EQ(c.value(), 5u);
+}
+
+// The loop thread counts with add_owned() while other threads count the same event with
+// add() (a messenger's refused sends): not one increment may be lost.
+TEST(Counters, AddOwnedBesideForeignAddsLosesNothing) {
+  constexpr std::uint64_t kForeign = 2000000;
+  Counter c;
+  std::atomic<bool> started{false};
+  std::atomic<bool> done{false};
+  std::thread foreign([&] {
+    while (!started.load()) {
+    }
+    for (std::uint64_t i = 0; i < kForeign; ++i) c.add();
+    done.store(true);
+  });
+  // The owner counts for as long as the foreign thread does.
+  std::uint64_t owned = 0;
+  started.store(true);
+  while (!done.load()) {
+    c.add_owned();
+    ++owned;
+  }
+  foreign.join();
+  EXPECT_EQ(c.value(), owned + kForeign);
+  c.set(7);
+  EXPECT_EQ(c.value(), 7u);
 }
 
 }  // namespace
