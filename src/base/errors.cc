@@ -1,9 +1,10 @@
+#include <array>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <utility>
-#include <vector>
 
+#include "base/debug_assert.h"
 #include "base/retry_rules.h"
 
 #include "rmsg/result.h"
@@ -87,9 +88,16 @@ bool errno_retryable(int err) noexcept {
   }
 }
 
+// A fixed table, not a vector: registering happens inside the first use of a category,
+// which may be on a path that must not allocate (a decoder rejecting an oversize frame).
 struct Registry {
+  struct Rule {
+    const std::error_category* category = nullptr;
+    std::uint64_t codes = 0;
+  };
   std::mutex mu;
-  std::vector<std::pair<const std::error_category*, std::uint64_t>> rules;
+  std::array<Rule, 32> rules{};
+  std::size_t size = 0;
 };
 
 Registry& registry() {
@@ -102,13 +110,15 @@ Registry& registry() {
 bool register_retryable(const std::error_category& category, std::uint64_t codes) noexcept {
   Registry& r = registry();
   const std::lock_guard lock(r.mu);
-  for (auto& [c, mask] : r.rules) {
-    if (*c == category) {
-      mask = codes;
+  for (std::size_t i = 0; i < r.size; ++i) {
+    if (*r.rules[i].category == category) {
+      r.rules[i].codes = codes;
       return true;
     }
   }
-  r.rules.emplace_back(&category, codes);
+  // The library defines fewer categories than the table holds; one more is a bug here.
+  RMSG_DEBUG_ASSERT(r.size < r.rules.size());
+  if (r.size < r.rules.size()) r.rules[r.size++] = {&category, codes};
   return true;
 }
 
@@ -132,8 +142,9 @@ bool is_retryable(std::error_code ec) noexcept {
   {
     Registry& r = registry();
     const std::lock_guard lock(r.mu);
-    for (const auto& [c, mask] : r.rules) {
-      if (*c == category) {
+    for (std::size_t i = 0; i < r.size; ++i) {
+      if (*r.rules[i].category == category) {
+        const std::uint64_t mask = r.rules[i].codes;
         return ec.value() >= 0 && ec.value() < 64 && ((mask >> ec.value()) & 1) != 0;
       }
     }
