@@ -10,8 +10,9 @@
 #include <span>
 #include <system_error>
 
-#include "msg/frame_types.h"
-#include "msg/session_frames.h"
+#include "msg/vocabulary.h"
+#include "wire/frame_types.h"
+#include "wire/session_frames.h"
 
 namespace rmsg::msg {
 

@@ -23,8 +23,9 @@
 #include <cstdint>
 #include <deque>
 
-#include "msg/seq.h"
+#include "msg/vocabulary.h"
 #include "rmsg/loop_time.h"
+#include "wire/seq.h"
 
 namespace rmsg::msg {
 

@@ -44,8 +44,9 @@
 
 #include "msg/payload_pool.h"
 #include "msg/ring.h"
-#include "msg/seq.h"
+#include "msg/vocabulary.h"
 #include "rmsg/result.h"
+#include "wire/seq.h"
 
 namespace rmsg::msg {
 

@@ -28,7 +28,8 @@
 
 #include <cstdint>
 
-#include "msg/session_frames.h"
+#include "msg/vocabulary.h"
+#include "wire/session_frames.h"
 
 namespace rmsg::msg {
 

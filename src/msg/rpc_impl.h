@@ -28,9 +28,10 @@
 #include "msg/rpc_call_states.h"
 #include "msg/rpc_deadlines.h"
 #include "msg/rpc_dedupe.h"
-#include "msg/rpc_wire.h"
 #include "msg/seams.h"
+#include "msg/vocabulary.h"
 #include "rmsg/rpc.h"
+#include "wire/rpc_wire.h"
 
 namespace rmsg {
 

@@ -16,7 +16,7 @@
 #include <span>
 
 #include "msg/reconnect_decision.h"
-#include "msg/session_frames.h"
+#include "wire/session_frames.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include "msg/backoff.h"
 #include "msg/in_state.h"
-#include "msg/session_frames.h"
+#include "wire/session_frames.h"
 
 namespace rmsg::msg {
 namespace {
