@@ -7,7 +7,8 @@
 
 #include "msg/accept_router.h"
 #include "msg/front_sync.h"
-#include "msg/in_state.h"
+#include "msg/vocabulary.h"
+#include "session/in_state.h"
 #include "tcp/tcp_linger.h"
 #include "tcp/tcp_stream.h"
 

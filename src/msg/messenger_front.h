@@ -17,10 +17,11 @@
 #include <optional>
 #include <vector>
 
-#include "msg/admission.h"
 #include "msg/messenger_impl.h"
 #include "msg/services.h"
+#include "msg/vocabulary.h"
 #include "rmsg/messenger.h"
+#include "session/admission.h"
 
 namespace rmsg {
 

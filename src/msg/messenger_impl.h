@@ -25,17 +25,17 @@
 #include <utility>
 #include <vector>
 
-#include "msg/admission.h"
-#include "msg/backoff.h"
-#include "msg/in_state.h"
-#include "msg/out_queue.h"
-#include "msg/reassembly.h"
-#include "msg/reconnect_decision.h"
 #include "msg/relay_pump.h"
 #include "msg/seams.h"
 #include "msg/transport_policy.h"
 #include "msg/vocabulary.h"
 #include "rmsg/messenger.h"
+#include "session/admission.h"
+#include "session/backoff.h"
+#include "session/in_state.h"
+#include "session/out_queue.h"
+#include "session/reassembly.h"
+#include "session/reconnect_decision.h"
 #include "wire/frame_decoder.h"
 #include "wire/frame_encoder.h"
 #include "wire/frame_types.h"

@@ -7,6 +7,6 @@ set(RMSG_MSG_FUZZERS frame_decoder handshake session_handshake)
 set(RMSG_MSG_FUZZ_SOURCES
     src/wire/crc32c.cc src/wire/crc32c_sse42.cc src/wire/banner.cc src/wire/frame.cc
     src/wire/frame_errors.cc src/wire/frame_encoder.cc src/wire/frame_decoder.cc
-    src/base/errors.cc src/wire/session_frames.cc src/msg/reconnect_decision.cc)
+    src/base/errors.cc src/wire/session_frames.cc src/session/reconnect_decision.cc)
 # Inputs longer than this are cut by libFuzzer (frames with a few small segments fit).
 set(RMSG_MSG_FUZZ_MAX_LEN 2048)

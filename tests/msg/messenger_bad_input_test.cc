@@ -7,7 +7,7 @@
 
 #include "msg/heap_in_use.h"
 #include "msg/messenger_loopback_fixture.h"
-#include "msg/reassembly.h"
+#include "session/reassembly.h"
 #include "wire/banner.h"
 #include "wire/frame_encoder.h"
 #include "wire/session_frames.h"
@@ -161,7 +161,7 @@ TEST_F(MessengerBadInputTest, AckOfAMessageNeverSent) {
   connect_raw();
   write_banner();
   write_hello();
-  write_frame(FrameType::ack, wire::encode(msg::Value64{99}));
+  write_frame(FrameType::ack, wire::encode(wire::Value64{99}));
   expect_closed_with("bad_ack");
 }
 
@@ -243,7 +243,7 @@ TEST_F(MessengerBadInputTest, KeepalivesFromAPeerThatNeverReadsGrowNothingBeyond
   write_banner();
   write_hello();
   ASSERT_TRUE(run([&] { return b_.node.counter("msg.decisions.accept") == 1; }));
-  const auto ka = control_frame(FrameType::keepalive, wire::encode(msg::Value64{1}));
+  const auto ka = control_frame(FrameType::keepalive, wire::encode(wire::Value64{1}));
   flood(*loop_, raw_, ka, 3000);  // the loopback pipe back to us (64 KiB) fills up first
   const std::size_t before = heap_in_use();
   flood(*loop_, raw_, ka, 20000);  // ~0.9 MB of acks without the bound
@@ -301,7 +301,7 @@ class MessengerBadFragmentTest : public MessengerBadInputTest {
  protected:
   void write_piece(wire::Seq seq, bool more, std::size_t len = 512, std::uint32_t lane = 0) {
     const auto h = wire::encode(
-        wire::MessageHeader{seq, 0, (lane << 8) | (more ? msg::kFlagMoreFragments : 0u)});
+        wire::MessageHeader{seq, 0, (lane << 8) | (more ? session::kFlagMoreFragments : 0u)});
     std::vector<std::byte> body(len);
     write_frame(FrameType::message, h, body);
   }

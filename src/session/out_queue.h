@@ -42,13 +42,13 @@
 #include <span>
 #include <vector>
 
-#include "msg/payload_pool.h"
-#include "msg/ring.h"
-#include "msg/vocabulary.h"
 #include "rmsg/result.h"
+#include "session/payload_pool.h"
+#include "session/ring.h"
+#include "session/vocabulary.h"
 #include "wire/seq.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 using Payload = std::vector<std::byte>;
 
@@ -281,7 +281,7 @@ class OutQueue {
   QueueBudget own_;
   QueueBudget* session_;
   PayloadPool* pool_;
-  Ring<OutMessage> q_;                        // msg/ring.h: index arithmetic, no deque block map
+  Ring<OutMessage> q_;  // session/ring.h: index arithmetic, no deque block map
   std::array<std::size_t, kLanes> cursor_{};  // per lane: index of the next message to start
   std::array<Seq, kLanes> partial_{};         // per lane: the message partly written (0: none)
   std::size_t started_ = 0;                   // messages started on this connection
@@ -293,4 +293,4 @@ class OutQueue {
   Seq highest_written_ = 0;
 };
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -21,9 +21,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "msg/out_queue.h"
+#include "session/out_queue.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 class Admission {
  public:
@@ -96,4 +96,4 @@ class Admission {
   std::unordered_map<std::uint64_t, std::unique_ptr<QueueBudget>> sessions_;
 };
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

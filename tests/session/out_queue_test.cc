@@ -1,10 +1,10 @@
-#include "msg/out_queue.h"
+#include "session/out_queue.h"
 
 #include <gtest/gtest.h>
 
 #include <limits>
 
-namespace rmsg::msg {
+namespace rmsg::session {
 namespace {
 
 Payload bytes(std::size_t n, int v = 1) {
@@ -240,4 +240,4 @@ TEST(Seq, ComparisonIsWrapSafe) {
 }
 
 }  // namespace
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

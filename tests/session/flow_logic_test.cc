@@ -6,13 +6,13 @@
 #include <random>
 #include <vector>
 
-#include "msg/admission.h"
-#include "msg/in_state.h"
-#include "msg/out_queue.h"
-#include "msg/reassembly.h"
 #include "rmsg/messenger.h"
+#include "session/admission.h"
+#include "session/in_state.h"
+#include "session/out_queue.h"
+#include "session/reassembly.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 namespace {
 
 Payload bytes(std::size_t n, int v = 1) {
@@ -368,4 +368,4 @@ TEST(FlowLogic, RandomScheduleDeliversEachOnceInLaneOrder) {
 }
 
 }  // namespace
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

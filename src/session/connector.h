@@ -10,11 +10,11 @@
 #include <span>
 #include <system_error>
 
-#include "msg/vocabulary.h"
+#include "session/vocabulary.h"
 #include "wire/frame_types.h"
 #include "wire/session_frames.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 // The numbers an attempt reads and updates.
 struct AttemptNumbers {
@@ -43,4 +43,4 @@ struct Reaction {
 // retry_global likewise; wait: bumped to the attempt's; welcome: the established one).
 Reaction react(FrameType type, std::span<const std::byte> payload, AttemptNumbers& n);
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -1,10 +1,10 @@
 // The acceptor's decision order (reconnect_decision.h), rule by rule, and the races it
 // exists for: each side's decision on the other's attempt must leave exactly one winner.
-#include "msg/reconnect_decision.h"
+#include "session/reconnect_decision.h"
 
 #include <gtest/gtest.h>
 
-namespace rmsg::msg {
+namespace rmsg::session {
 namespace {
 
 using K = Decision::Kind;
@@ -160,4 +160,4 @@ TEST(Decide, SimultaneousReconnectHasExactlyOneWinner) {
 }
 
 }  // namespace
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 template <class T>
 class Ring {
@@ -67,4 +67,4 @@ class Ring {
   std::size_t mask_ = 0;
 };
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -1,9 +1,9 @@
-#include "msg/out_queue.h"
+#include "session/out_queue.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 OutQueue::~OutQueue() {
   release(q_.size(), bytes_);
@@ -241,4 +241,4 @@ bool OutQueue::end_episode() noexcept {
   return true;
 }
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

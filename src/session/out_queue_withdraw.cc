@@ -1,8 +1,8 @@
 // OutQueue::withdraw (RPC's expired and cancelled calls): the message stays in the queue
 // under its number, so the receiver sees no gap, but carries nothing any more.
-#include "msg/out_queue.h"
+#include "session/out_queue.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 bool OutQueue::withdraw(Seq seq) noexcept {
   if (q_.empty() || seq_after(q_.front().seq, seq) || seq_after(seq, q_.back().seq)) {
@@ -19,4 +19,4 @@ bool OutQueue::withdraw(Seq seq) noexcept {
   return true;
 }
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <deque>
 
-#include "msg/vocabulary.h"
 #include "rmsg/loop_time.h"
+#include "session/vocabulary.h"
 #include "wire/seq.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 // How far past in_seq a message may be delivered ahead of the ones before it; further is
 // a gap (a correct peer's window keeps it far below).
@@ -90,4 +90,4 @@ class InState {
   Clock::time_point first_unacked_at_{};
 };
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -1,13 +1,13 @@
 // The connector's reactions (connector.h), and whole handshakes played between the two
 // pure halves (decide() on the acceptor, react() on the connector) with no I/O at all.
-#include "msg/connector.h"
+#include "session/connector.h"
 
 #include <gtest/gtest.h>
 
-#include "msg/reconnect_decision.h"
 #include "rmsg/messenger.h"
+#include "session/reconnect_decision.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 namespace {
 
 using K = Reaction::Kind;
@@ -170,4 +170,4 @@ TEST(Handshake, StaleGlobalSeqCostsOneRetryGlobal) {
 }
 
 }  // namespace
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

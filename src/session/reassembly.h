@@ -26,11 +26,11 @@
 #include <span>
 #include <vector>
 
-#include "msg/in_state.h"
-#include "msg/out_queue.h"
 #include "rmsg/result.h"
+#include "session/in_state.h"
+#include "session/out_queue.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 // The message header's flags (docs/protocol.md): bit 0 more fragments follow, bits 8..15
 // the lane.
@@ -100,4 +100,4 @@ class Reassembler {
   std::span<const std::byte> whole_;
 };
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -1,6 +1,6 @@
-#include "msg/reconnect_decision.h"
+#include "session/reconnect_decision.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 Decision decide(const SessionView& s, const Hello& h, NodeId my_node) noexcept {
   using K = Decision::Kind;
@@ -42,4 +42,4 @@ Decision decide(const SessionView& s, const Hello& h, NodeId my_node) noexcept {
   return {K::accept, 0, false, false, "reconnect"};
 }
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

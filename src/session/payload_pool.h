@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 class PayloadPool {
  public:
@@ -46,4 +46,4 @@ class PayloadPool {
   std::vector<Buffer> spare_;
 };
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -1,8 +1,8 @@
-#include "msg/connector.h"
+#include "session/connector.h"
 
-#include "rmsg/messenger.h"
+#include "rmsg/messenger_errors.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 namespace {
 
 Reaction failed(MessengerErrc e) noexcept {
@@ -60,4 +60,4 @@ Reaction react(FrameType type, std::span<const std::byte> payload, AttemptNumber
   }
 }
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

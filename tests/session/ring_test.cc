@@ -1,5 +1,5 @@
 // Ring (msg/ring.h), OutQueue's FIFO: order and indexing across wrap-around and growth.
-#include "msg/ring.h"
+#include "session/ring.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-namespace rmsg::msg {
+namespace rmsg::session {
 namespace {
 
 // Pushes and pops in a pattern that wraps the head many times and grows the array
@@ -73,4 +73,4 @@ TEST(RingTest, EmplaceBackGivesAFreshSlot) {
 }
 
 }  // namespace
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -28,10 +28,10 @@
 
 #include <cstdint>
 
-#include "msg/vocabulary.h"
+#include "session/vocabulary.h"
 #include "wire/session_frames.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 // What the acceptor knows of its session with the Hello's node.
 struct SessionView {
@@ -59,4 +59,4 @@ struct Decision {
 
 Decision decide(const SessionView& s, const Hello& h, NodeId my_node) noexcept;
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

@@ -3,11 +3,11 @@
 
 #include <limits>
 
-#include "msg/backoff.h"
-#include "msg/in_state.h"
+#include "session/backoff.h"
+#include "session/in_state.h"
 #include "wire/session_frames.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 namespace {
 
 using std::chrono::milliseconds;
@@ -109,4 +109,4 @@ TEST(SessionFrames, ShortPayloadsAreProtocolErrorsLongerOnesAccepted) {
 }
 
 }  // namespace
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

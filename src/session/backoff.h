@@ -13,7 +13,7 @@
 
 #include "rmsg/loop_time.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 
 struct BackoffPolicy {
   Duration initial = std::chrono::milliseconds(10);
@@ -42,4 +42,4 @@ class Backoff {
   std::uint32_t failures_ = 0;
 };
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session

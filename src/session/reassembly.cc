@@ -1,8 +1,8 @@
-#include "msg/reassembly.h"
+#include "session/reassembly.h"
 
-#include "rmsg/messenger.h"
+#include "rmsg/messenger_errors.h"
 
-namespace rmsg::msg {
+namespace rmsg::session {
 namespace {
 
 constexpr auto kBulk = static_cast<std::size_t>(Lane::bulk);
@@ -84,4 +84,4 @@ Result<Reassembler::Outcome> Reassembler::feed_slow(const InState& in, Seq seq, 
   return Outcome::complete;
 }
 
-}  // namespace rmsg::msg
+}  // namespace rmsg::session
