@@ -341,7 +341,6 @@ class RMSG_EXPORT Messenger {
 
  private:
   explicit Messenger(std::unique_ptr<Front> front);
-  friend struct MessengerAccess;  // src/msg/seams.h
   std::unique_ptr<Front> front_;
 };
 

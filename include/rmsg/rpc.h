@@ -301,7 +301,6 @@ class RMSG_EXPORT RpcEndpoint {
 
  private:
   explicit RpcEndpoint(std::unique_ptr<Front> front);
-  friend struct RpcAccess;  // src/msg/rpc_seams.h
   std::unique_ptr<Front> front_;
 };
 
