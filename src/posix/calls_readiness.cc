@@ -3,9 +3,13 @@
 // in epoll, sleeping waiters, POLLOUT only after a non-blocking connect completes) and
 // these calls pass through. epoll_create*/epoll_ctl also record which epoll sets watch which
 // managed descriptor, with what events and data (fd_table.h: why an upgrade needs that).
+#include <poll.h>
+
 #include <cerrno>
+#include <vector>
 
 #include "posix/runtime.h"
+#include "posix/upgrade.h"
 #include "rmsg/socket.h"
 
 using namespace rmsg::posix;
@@ -57,18 +61,66 @@ void record(Runtime& rt, int epfd, int op, int fd, const epoll_event* ev) {
   r->data.store(ev == nullptr ? 0 : ev->data.u64, std::memory_order_release);
 }
 
+// poll and ppoll with upgraded connections in the set: each one's readiness eventfd is
+// watched beside its TCP socket and folded into the socket's answer (docs/socket-shim.md,
+// "Readiness"). Null when the set holds none (the call then goes to the kernel as is).
+template <typename Call>
+int poll_upgraded(Runtime* rt, pollfd* fds, nfds_t nfds, Call call, bool* handled) {
+  *handled = false;
+  const UpgradeHooks* h = upgrade_hooks();
+  if (rt == nullptr || h == nullptr) return 0;
+  std::vector<nfds_t> at;  // indices of upgraded entries
+  for (nfds_t i = 0; i < nfds; ++i) {
+    SocketObject* o = rt->table.object(fds[i].fd);
+    if (o != nullptr && o->upgrade.load(std::memory_order_acquire) != nullptr) at.push_back(i);
+  }
+  if (at.empty()) return 0;
+  *handled = true;
+  std::vector<pollfd> all(fds, fds + nfds);
+  std::vector<UpgradeConn*> conns;
+  for (nfds_t i : at) {
+    UpgradeConn* c = rt->table.object(fds[i].fd)->upgrade.load(std::memory_order_acquire);
+    if (c == nullptr) continue;
+    conns.push_back(c);
+    all.push_back(pollfd{h->readiness_fd(*c), static_cast<short>(POLLIN), 0});
+    // Output readiness of an upgraded connection is the engine's (its send buffer); TCP
+    // input after cut-over is not program data.
+    if (!h->tcp_input_counts(*c))
+      all[i].events = static_cast<short>(all[i].events & ~(POLLIN | POLLRDNORM));
+  }
+  int rc = call(all.data(), static_cast<nfds_t>(all.size()));
+  if (rc < 0) return rc;
+  int ready = 0;
+  for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = all[i].revents;
+  for (std::size_t k = 0; k < conns.size(); ++k) {
+    if ((all[nfds + k].revents & POLLIN) != 0) {
+      pollfd& p = fds[at[k]];
+      p.revents = static_cast<short>(p.revents | (p.events & (POLLIN | POLLRDNORM)));
+    }
+  }
+  for (nfds_t i = 0; i < nfds; ++i) ready += fds[i].revents != 0 ? 1 : 0;
+  return ready;
+}
+
 }  // namespace
 
 extern "C" {
 
 int rmsg_poll(pollfd* fds, nfds_t nfds, int timeout) {
-  runtime();
-  return g_real.poll(fds, nfds, timeout);
+  Runtime* rt = runtime();
+  bool handled = false;
+  int rc = poll_upgraded(
+      rt, fds, nfds, [&](pollfd* f, nfds_t n) { return g_real.poll(f, n, timeout); }, &handled);
+  return handled ? rc : g_real.poll(fds, nfds, timeout);
 }
 
 int rmsg_ppoll(pollfd* fds, nfds_t nfds, const timespec* timeout, const sigset_t* mask) {
-  runtime();
-  return g_real.ppoll(fds, nfds, timeout, mask);
+  Runtime* rt = runtime();
+  bool handled = false;
+  int rc = poll_upgraded(
+      rt, fds, nfds, [&](pollfd* f, nfds_t n) { return g_real.ppoll(f, n, timeout, mask); },
+      &handled);
+  return handled ? rc : g_real.ppoll(fds, nfds, timeout, mask);
 }
 
 int rmsg_select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* t) {

@@ -1,4 +1,5 @@
 #include "posix/runtime.h"
+#include "posix/upgrade.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -159,8 +160,13 @@ SocketObject* adopt(Runtime& rt, int fd, SocketState state) {
   return o;
 }
 
+std::atomic<const UpgradeHooks*> g_upgrade_hooks{nullptr};
+
 void release_object(Runtime& rt, SocketObject* o) {
   if (!FdTable::release(o)) return;
+  if (UpgradeConn* c = o->upgrade.exchange(nullptr, std::memory_order_acq_rel)) {
+    if (const UpgradeHooks* h = upgrade_hooks()) h->closed(*c, *o);
+  }
   report_closed(rt, *o);
   FdTable::free_object(o);
 }

@@ -104,8 +104,8 @@ void add_peer(Line& line, const sockaddr_in6& peer) {
 
 const char* fallback_name(Fallback f) {
   static constexpr const char* kNames[kFallbackReasons] = {
-      "none",   "not_built", "policy", "peer", "no_device", "loopback", "address",
-      "binding", "timeout",  "busy",   "bypass", "version", "pending"};
+      "none",    "not_built", "policy", "peer",   "no_device", "loopback", "address",
+      "binding", "timeout",   "busy",   "bypass", "version",   "pending"};
   auto i = static_cast<std::uint32_t>(f);
   return i < kFallbackReasons ? kNames[i] : "unknown";
 }
@@ -149,7 +149,7 @@ void write_line(Runtime& rt, const SocketObject& o) {
   line.add(",\"peer\":");
   add_peer(line, o.peer);
   line.add(o.on_rdma.load(std::memory_order_relaxed) ? ",\"transport\":\"rdma\""
-                                                      : ",\"transport\":\"tcp\"");
+                                                     : ",\"transport\":\"tcp\"");
   line.add(",\"bytes_in\":");
   line.add(o.bytes_in.load(std::memory_order_relaxed));
   line.add(",\"bytes_out\":");
