@@ -245,9 +245,17 @@ int up_readiness_fd(UpgradeConn& c) {
   return c.event_fd;
 }
 
+// Asked before each poll: the path switches here as in a read (a connector that read every
+// TCP byte before the cut-over), and the eventfd is set when RDMA bytes already wait (they
+// may have come while TCP was still the path, when nothing was signalled). TCP input
+// counts until the cut-over offset, and at it while the acceptor waits for the nonce.
 bool up_tcp_input_counts(UpgradeConn& c) {
   std::lock_guard lock(c.mu);
-  return !c.read_rdma && (c.read_cap == kNoCap || c.tcp_in < c.read_cap);
+  if (!c.read_rdma && !c.acceptor && c.read_cap != kNoCap && c.tcp_in == c.read_cap) {
+    c.read_rdma = true;
+  }
+  if (readable_now(c)) signal_readers(c);
+  return !c.read_rdma && (c.read_cap == kNoCap || c.tcp_in < c.read_cap || c.verify_nonce);
 }
 
 }  // namespace

@@ -70,14 +70,16 @@ bool write_all(int fd, const unsigned char* p, std::size_t n) {
   return true;
 }
 
-// Reads until end of stream, waiting in poll() before each read.
+// Reads until end of stream, waiting in poll() before each read; the stream must end
+// with end of stream (0), not an error.
 std::vector<unsigned char> read_to_eof(int fd) {
   std::vector<unsigned char> got;
   unsigned char buf[10000];
   for (;;) {
     pollfd p{fd, POLLIN, 0};
-    if (rmsg_poll(&p, 1, 20000) != 1) break;  // a deadline, not a wait for an event
+    EXPECT_EQ(rmsg_poll(&p, 1, 20000), 1);  // a deadline, not a wait for an event
     ssize_t r = rmsg_read(fd, buf, sizeof buf);
+    EXPECT_GE(r, 0) << std::strerror(errno);
     if (r <= 0) break;
     got.insert(got.end(), buf, buf + r);
   }
@@ -152,6 +154,37 @@ TEST_F(ShimUpgrade, BothEndsUnderTheShimMoveEveryByteOverRdma) {
               static_cast<unsigned long long>(client_view.upgrade_us),
               static_cast<unsigned long long>(client_view.rdma_bytes_out), up.size(),
               static_cast<unsigned long long>(server_view.rdma_bytes_out), down.size());
+}
+
+TEST_F(ShimUpgrade, ClosingWithUnreadRdmaBytesResetsThePeer) {
+  int l = shim_listen();
+  std::atomic<bool> unread_there{false};
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    char buf[200];
+    EXPECT_EQ(rmsg_recv(c, buf, 10, MSG_WAITALL), 10);    // TCP, then the nonce is checked
+    EXPECT_EQ(rmsg_recv(c, buf, 100, MSG_WAITALL), 100);  // RDMA
+    EXPECT_TRUE(upgrade_view(c).on_rdma);
+    // More RDMA bytes wait unread (peeked, so they are there) when the program closes.
+    EXPECT_GT(rmsg_recv(c, buf, 1, MSG_PEEK), 0);
+    unread_there = true;
+    rmsg_close(c);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  auto bytes = pattern(1110, 5);
+  ASSERT_TRUE(write_all(c, bytes.data(), 10));
+  ASSERT_TRUE(attempt_over(c));
+  EXPECT_EQ(upgrade_view(c).fallback, "none");
+  ASSERT_TRUE(write_all(c, bytes.data() + 10, 100));
+  ASSERT_TRUE(write_all(c, bytes.data() + 110, 1000));
+  server.join();
+  char buf[16];
+  errno = 0;
+  EXPECT_EQ(rmsg_read(c, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  rmsg_close(c);
+  rmsg_close(l);
 }
 
 TEST_F(ShimUpgrade, APlainPeerKeepsExactTcpWithReasonPeer) {
