@@ -6,7 +6,6 @@
 #include <poll.h>
 
 #include <cerrno>
-#include <vector>
 
 #include "posix/runtime.h"
 #include "posix/upgrade.h"
@@ -63,41 +62,43 @@ void record(Runtime& rt, int epfd, int op, int fd, const epoll_event* ev) {
 
 // poll and ppoll with upgraded connections in the set: each one's readiness eventfd is
 // watched beside its TCP socket and folded into the socket's answer (docs/socket-shim.md,
-// "Readiness"). Null when the set holds none (the call then goes to the kernel as is).
+// "Readiness"). *handled false when the set holds none (the caller then asks the kernel
+// as is). On the stack, no allocation (the preload links nothing but libc): a set of more
+// than kMaxFolded entries in all is the kernel's alone.
+inline constexpr nfds_t kMaxFolded = 256;
+
 template <typename Call>
 int poll_upgraded(Runtime* rt, pollfd* fds, nfds_t nfds, Call call, bool* handled) {
   *handled = false;
   const UpgradeHooks* h = upgrade_hooks();
-  if (rt == nullptr || h == nullptr) return 0;
-  std::vector<nfds_t> at;  // indices of upgraded entries
+  if (rt == nullptr || h == nullptr || nfds > kMaxFolded) return 0;
+  pollfd all[2 * kMaxFolded];
+  nfds_t at[kMaxFolded];  // the entry each extra one belongs to
+  nfds_t extra = 0;
   for (nfds_t i = 0; i < nfds; ++i) {
+    all[i] = fds[i];
     SocketObject* o = rt->table.object(fds[i].fd);
-    if (o != nullptr && o->upgrade.load(std::memory_order_acquire) != nullptr) at.push_back(i);
-  }
-  if (at.empty()) return 0;
-  *handled = true;
-  std::vector<pollfd> all(fds, fds + nfds);
-  std::vector<UpgradeConn*> conns;
-  for (nfds_t i : at) {
-    UpgradeConn* c = rt->table.object(fds[i].fd)->upgrade.load(std::memory_order_acquire);
+    UpgradeConn* c = o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
     if (c == nullptr) continue;
-    conns.push_back(c);
-    all.push_back(pollfd{h->readiness_fd(*c), static_cast<short>(POLLIN), 0});
-    // Output readiness of an upgraded connection is the engine's (its send buffer); TCP
-    // input after cut-over is not program data.
-    if (!h->tcp_input_counts(*c))
+    at[extra] = i;
+    all[nfds + extra++] = pollfd{h->readiness_fd(*c), static_cast<short>(POLLIN), 0};
+    // TCP input after the cut-over is not program data.
+    if (!h->tcp_input_counts(*c)) {
       all[i].events = static_cast<short>(all[i].events & ~(POLLIN | POLLRDNORM));
+    }
   }
-  int rc = call(all.data(), static_cast<nfds_t>(all.size()));
+  if (extra == 0) return 0;
+  *handled = true;
+  int rc = call(all, nfds + extra);
   if (rc < 0) return rc;
-  int ready = 0;
   for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = all[i].revents;
-  for (std::size_t k = 0; k < conns.size(); ++k) {
+  for (nfds_t k = 0; k < extra; ++k) {
     if ((all[nfds + k].revents & POLLIN) != 0) {
       pollfd& p = fds[at[k]];
       p.revents = static_cast<short>(p.revents | (p.events & (POLLIN | POLLRDNORM)));
     }
   }
+  int ready = 0;
   for (nfds_t i = 0; i < nfds; ++i) ready += fds[i].revents != 0 ? 1 : 0;
   return ready;
 }

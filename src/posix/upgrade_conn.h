@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "posix/real.h"
 #include "posix/socket_object.h"
 #include "posix/upgrade_wire.h"
 #include "rmsg/stream.h"
@@ -82,6 +83,12 @@ void post_flush(UpgradeConn& c);                   // tx has bytes, or shut_wr w
 void post_writers_left(UpgradeConn& c);            // tcp_writers reached 0 while hold_waiting
 void post_nonce_seen(UpgradeConn& c, bool match);  // acceptor: the nonce came (or did not)
 void post_resume_reading(UpgradeConn& c);          // rx drained below half
+
+// The C library's calls the engine makes on the connection's sockets and its eventfd:
+// never the shim's own entry points (in the preload those are the program's names, and a
+// managed number would lead back into the engine). In-process: &g_real; in the preload's
+// module: the preload's g_real, handed over at load.
+extern const RealCalls* g_engine_real;
 
 // The hooks (upgrade.h): the data path's table, and the engine's entry points in it.
 struct UpgradeHooks;

@@ -22,7 +22,7 @@ namespace {
 
 bool nonblocking(int fd, int flags) {
   if ((flags & MSG_DONTWAIT) != 0) return true;
-  int fl = fcntl(fd, F_GETFL);
+  int fl = g_engine_real->fcntl(fd, F_GETFL);
   return fl >= 0 && (fl & O_NONBLOCK) != 0;
 }
 
@@ -40,7 +40,7 @@ bool readable_now(const UpgradeConn& c) {
 void wait_tcp_or_signal(UpgradeConn& c, std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   pollfd p[2] = {{c.tcp_fd, POLLIN, 0}, {c.event_fd, POLLIN, 0}};
-  poll(p, 2, -1);
+  g_engine_real->poll(p, 2, -1);
   lock.lock();
   if (!readable_now(c)) drain_signal(c);
 }
@@ -70,17 +70,17 @@ ssize_t take_rx(UpgradeConn& c, const iovec* iov, int n, int flags) {
 // mismatch consumes nothing. 1: matched and consumed; 0: not all there yet; -1: mismatch.
 int check_nonce(UpgradeConn& c) {
   std::uint8_t got[upgrade_wire::kNonceSize];
-  ssize_t r = recv(c.tcp_fd, got, sizeof got, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t r = g_engine_real->recv(c.tcp_fd, got, sizeof got, MSG_PEEK | MSG_DONTWAIT);
   if (r <= 0) return r == 0 ? -1 : 0;  // end of stream before the nonce: refused
   if (std::memcmp(got, c.nonce.data(), static_cast<std::size_t>(r)) != 0) return -1;
   if (static_cast<std::size_t>(r) < sizeof got) return 0;
-  ssize_t consumed = recv(c.tcp_fd, got, sizeof got, MSG_DONTWAIT);
+  ssize_t consumed = g_engine_real->recv(c.tcp_fd, got, sizeof got, MSG_DONTWAIT);
   return consumed == static_cast<ssize_t>(sizeof got) ? 1 : -1;
 }
 
-ssize_t up_recv(UpgradeConn& c, int fd, const iovec* iov, int n, int flags) {
+ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) {
   if (total(iov, n) == 0) return 0;
-  bool nb = nonblocking(fd, flags);
+  bool nb = nonblocking(c.tcp_fd, flags);
   std::unique_lock lock(c.mu);
   for (;;) {
     if (c.read_rdma) {
@@ -139,7 +139,8 @@ ssize_t up_recv(UpgradeConn& c, int fd, const iovec* iov, int n, int flags) {
     m.msg_iov = part;
     m.msg_iovlen = static_cast<std::size_t>(k);
     lock.unlock();
-    ssize_t r = recvmsg(c.tcp_fd, &m, (flags & (MSG_PEEK | MSG_WAITALL)) | MSG_DONTWAIT);
+    ssize_t r =
+        g_engine_real->recvmsg(c.tcp_fd, &m, (flags & (MSG_PEEK | MSG_WAITALL)) | MSG_DONTWAIT);
     int err = errno;
     lock.lock();
     if (r > 0) {
@@ -171,9 +172,9 @@ ssize_t fail_write(int flags) {
   return -1;
 }
 
-ssize_t up_send(UpgradeConn& c, int fd, const iovec* iov, int n, int flags) {
+ssize_t up_send(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) {
   std::size_t want = total(iov, n);
-  bool nb = nonblocking(fd, flags);
+  bool nb = nonblocking(c.tcp_fd, flags);
   std::unique_lock lock(c.mu);
   for (;;) {
     if (c.shut_wr || c.write_failed) return fail_write(flags);
@@ -183,7 +184,7 @@ ssize_t up_send(UpgradeConn& c, int fd, const iovec* iov, int n, int flags) {
       msghdr m{};
       m.msg_iov = const_cast<iovec*>(iov);
       m.msg_iovlen = static_cast<std::size_t>(n);
-      ssize_t r = sendmsg(fd, &m, flags);
+      ssize_t r = g_engine_real->sendmsg(c.tcp_fd, &m, flags);  // the same socket as fd
       int err = errno;
       lock.lock();
       if (r > 0) {
@@ -225,8 +226,8 @@ ssize_t up_send(UpgradeConn& c, int fd, const iovec* iov, int n, int flags) {
   }
 }
 
-int up_shutdown(UpgradeConn& c, int fd, int how) {
-  int rc = shutdown(fd, how);
+int up_shutdown(UpgradeConn& c, int /*fd*/, int how) {
+  int rc = g_engine_real->shutdown(c.tcp_fd, how);  // the same socket as fd
   if (rc != 0) return rc;
   if (how == SHUT_WR || how == SHUT_RDWR) {
     std::unique_lock lock(c.mu);
@@ -262,13 +263,13 @@ bool up_tcp_input_counts(UpgradeConn& c) {
 
 void signal_readers(UpgradeConn& c) {
   std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t w = write(c.event_fd, &one, sizeof one);
+  [[maybe_unused]] ssize_t w = g_engine_real->write(c.event_fd, &one, sizeof one);
   c.cv.notify_all();
 }
 
 void drain_signal(UpgradeConn& c) {
   std::uint64_t v = 0;
-  [[maybe_unused]] ssize_t r = read(c.event_fd, &v, sizeof v);
+  [[maybe_unused]] ssize_t r = g_engine_real->read(c.event_fd, &v, sizeof v);
 }
 
 const UpgradeHooks kUpgradeHooks{

@@ -121,8 +121,8 @@ void free_conn(UpgradeConn* c) {
   c->stream.on_readable({});
   c->stream.on_writable({});
   c->stream = Stream();
-  close(c->tcp_fd);
-  close(c->event_fd);
+  g_engine_real->close(c->tcp_fd);
+  g_engine_real->close(c->event_fd);
   delete c;
 }
 
@@ -219,7 +219,8 @@ bool write_nonce(UpgradeConn& c, const wire::Nonce& n) {
   std::size_t done = 0;
   auto deadline = Clock::now() + engine()->nonce_deadline;
   while (done < n.size()) {
-    ssize_t w = send(c.tcp_fd, n.data() + done, n.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = g_engine_real->send(c.tcp_fd, n.data() + done, n.size() - done,
+                                    MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w > 0) {
       done += static_cast<std::size_t>(w);
       continue;
@@ -227,7 +228,7 @@ bool write_nonce(UpgradeConn& c, const wire::Nonce& n) {
     if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
     if (Clock::now() > deadline) return false;
     pollfd p{c.tcp_fd, POLLOUT, 0};
-    poll(&p, 1, 50);
+    g_engine_real->poll(&p, 1, 50);
   }
   return true;
 }
@@ -556,7 +557,7 @@ void upgrade_listening(int fd, SocketObject& /*o*/) {
   if (!e->on) return;
   sockaddr_in6 a{};
   socklen_t len = sizeof a;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
+  if (g_engine_real->getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
   auto addr = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&a), len);
   addr.set_port(static_cast<std::uint16_t>(addr.port() + e->port_offset));
   // Synchronous: a connector that the program lets connect once listen() returned must
@@ -581,8 +582,8 @@ void upgrade_established(int fd, SocketObject& o, bool acceptor) {
   c->started = Clock::now();
   socklen_t len = sizeof c->local;
   socklen_t plen = sizeof c->peer;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&c->local), &len) != 0 ||
-      getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &plen) != 0) {
+  if (g_engine_real->getsockname(fd, reinterpret_cast<sockaddr*>(&c->local), &len) != 0 ||
+      g_engine_real->getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &plen) != 0) {
     delete c;
     o.fallback.store(Fallback::bypass, std::memory_order_relaxed);
     return;
@@ -592,11 +593,11 @@ void upgrade_established(int fd, SocketObject& o, bool acceptor) {
     o.fallback.store(Fallback::loopback, std::memory_order_relaxed);
     return;
   }
-  c->tcp_fd = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+  c->tcp_fd = g_engine_real->fcntl(fd, F_DUPFD_CLOEXEC, 100);
   c->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (c->tcp_fd < 0 || c->event_fd < 0) {
-    if (c->tcp_fd >= 0) close(c->tcp_fd);
-    if (c->event_fd >= 0) close(c->event_fd);
+    if (c->tcp_fd >= 0) g_engine_real->close(c->tcp_fd);
+    if (c->event_fd >= 0) g_engine_real->close(c->event_fd);
     delete c;
     o.fallback.store(Fallback::busy, std::memory_order_relaxed);
     return;
@@ -639,11 +640,6 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
   });
 }
 
-namespace {
-[[maybe_unused]] const bool installed = [] {
-  g_upgrade_hooks.store(&kUpgradeHooks, std::memory_order_release);
-  return true;
-}();
-}  // namespace
+const RealCalls* g_engine_real = nullptr;
 
 }  // namespace rmsg::posix
