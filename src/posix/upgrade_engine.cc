@@ -48,6 +48,8 @@ std::string host_of(const sockaddr_in6& a) {
 
 struct Engine {
   bool on = false;
+  pid_t pid = 0;  // a fork() child has no engine thread: it never upgrades
+  std::thread thread;
   std::uint16_t port_offset = 0;
   std::chrono::milliseconds timeout{2000};
   std::chrono::milliseconds nonce_deadline{2000};
@@ -76,7 +78,16 @@ Engine* engine() {
       return en;
     }
     en->loop = std::move(loop.value());
-    std::thread([l = en->loop.get()] { (void)l->run(); }).detach();
+    en->pid = getpid();
+    en->thread = std::thread([l = en->loop.get()] { (void)l->run(); });
+    // At exit the loop stops before the statics its streams use are destroyed (the
+    // engine itself is never freed: a connection may still point at it).
+    std::atexit([] {
+      Engine* me = engine();
+      if (me->pid != getpid() || !me->thread.joinable()) return;
+      me->loop->stop();
+      me->thread.join();
+    });
     return en;
   }();
   return e;
@@ -552,9 +563,15 @@ void post_resume_reading(UpgradeConn& c) {
   });
 }
 
+// On in this process: a fork() child (no engine thread) and a process past exit() do not
+// upgrade.
+static bool engine_on(Engine* e) {
+  return e->on && e->pid == getpid() && e->thread.joinable();
+}
+
 void upgrade_listening(int fd, SocketObject& /*o*/) {
   Engine* e = engine();
-  if (!e->on) return;
+  if (!engine_on(e)) return;
   sockaddr_in6 a{};
   socklen_t len = sizeof a;
   if (g_engine_real->getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
@@ -573,8 +590,8 @@ void upgrade_listening(int fd, SocketObject& /*o*/) {
 
 void upgrade_established(int fd, SocketObject& o, bool acceptor) {
   Engine* e = engine();
-  if (!e->on) {
-    o.fallback.store(Fallback::policy, std::memory_order_relaxed);
+  if (!engine_on(e)) {
+    o.fallback.store(e->on ? Fallback::bypass : Fallback::policy, std::memory_order_relaxed);
     return;
   }
   auto* c = new UpgradeConn;
@@ -619,6 +636,7 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
     std::lock_guard lock(c.mu);
     c.obj = nullptr;
   }
+  if (!engine_on(engine())) return;  // a fork child's copy: the parent's engine owns it
   engine()->loop->post([&c] {
     c.closing = true;
     if (!c.stream) {

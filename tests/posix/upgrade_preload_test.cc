@@ -61,7 +61,7 @@ TEST(ShimUpgradePreload, TwoProgramsUnderRmsgRunMoveTheirBytesOverRdma) {
   close(out[0]);
   ASSERT_FALSE(port.empty());
   pid_t client =
-      spawn({RMSG_RUN, "--stats", stats, RMSG_UPGRADE_PROBE, "client", addr, port, "1500"}, -1);
+      spawn({RMSG_RUN, "--stats", stats, RMSG_UPGRADE_PROBE, "client", addr, port, "3000"}, -1);
   EXPECT_EQ(exit_status(client), 0);
   EXPECT_EQ(exit_status(server), 0);
   std::ifstream f(stats);
