@@ -148,7 +148,16 @@ int rmsg_epoll_create1(int flags) {
 int rmsg_epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
   Runtime* rt = runtime();
   int rc = g_real.epoll_ctl(epfd, op, fd, event);
-  if (rc == 0 && rt != nullptr) record(*rt, epfd, op, fd, event);
+  if (rc == 0 && rt != nullptr) {
+    record(*rt, epfd, op, fd, event);
+    SocketObject* o = rt->table.object(fd);
+    UpgradeConn* c = o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
+    if (c != nullptr) {
+      int saved = errno;
+      upgrade_hooks()->epoll_mirror(*c, epfd, op, event);
+      errno = saved;
+    }
+  }
   return rc;
 }
 

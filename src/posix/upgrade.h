@@ -10,6 +10,7 @@
 // connection without `upgrade` is untouched.
 #pragma once
 
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -35,6 +36,13 @@ struct UpgradeHooks {
   // socket's own input readiness still means program bytes.
   int (*readiness_fd)(UpgradeConn& c);
   bool (*tcp_input_counts)(UpgradeConn& c);
+  // The program's epoll_ctl on the connection at fd succeeded: the engine applies the same
+  // to its eventfd (same data, the input events), so that RDMA readiness reaches the set.
+  void (*epoll_mirror)(UpgradeConn& c, int epfd, int op, const epoll_event* ev);
+  // The program is about to close its last number of the connection, fd (still open): the
+  // engine removes fd and its eventfd from the sets it saw (the kernel would drop fd's entry
+  // at this close were it not for the engine's own duplicate of the socket).
+  void (*closing)(UpgradeConn& c, int fd);
   // The program closed the connection's last descriptor (o.upgrade already cleared): the
   // engine finishes it (flush, FIN or reset) on its own and forgets o.
   void (*closed)(UpgradeConn& c, SocketObject& o);

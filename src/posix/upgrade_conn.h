@@ -63,6 +63,11 @@ struct UpgradeConn {
   int rx_error = 0;
   bool rx_paused = false;  // the loop stopped reading the stream: rx is full
 
+  // epoll sets the program registered the connection in (their numbers), so that the
+  // engine's eventfd follows its registrations and leaves with the connection.
+  static constexpr int kMaxSets = 4;
+  int epoll_sets[kMaxSets] = {-1, -1, -1, -1};
+
   // Loop thread only.
   Stream stream;
   std::string records;      // record bytes read so far

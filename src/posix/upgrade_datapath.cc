@@ -5,6 +5,7 @@
 // that a change of path wakes them.
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -91,6 +92,7 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
       }
       if (c.rx_eof) return 0;
       if (nb) {
+        drain_signal(c);  // nothing to read: a level-triggered wait must not fire again
         errno = EAGAIN;
         return -1;
       }
@@ -120,6 +122,7 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
         continue;
       }
       if (nb) {
+        drain_signal(c);
         errno = EAGAIN;
         return -1;
       }
@@ -159,6 +162,7 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
       return -1;
     }
     if (nb) {
+      drain_signal(c);
       errno = EAGAIN;
       return -1;
     }
@@ -259,6 +263,32 @@ bool up_tcp_input_counts(UpgradeConn& c) {
   return !c.read_rdma && (c.read_cap == kNoCap || c.tcp_in < c.read_cap || c.verify_nonce);
 }
 
+void up_epoll_mirror(UpgradeConn& c, int epfd, int op, const epoll_event* ev) {
+  epoll_event mine{};
+  if (ev != nullptr) {
+    mine.events = ev->events & (EPOLLIN | EPOLLRDNORM | EPOLLET | EPOLLONESHOT);
+    mine.data = ev->data;
+  }
+  std::lock_guard lock(c.mu);
+  g_engine_real->epoll_ctl(epfd, op, c.event_fd, &mine);
+  int* slot = nullptr;
+  for (int& s : c.epoll_sets) {
+    if (s == epfd || (slot == nullptr && s < 0 && op == EPOLL_CTL_ADD)) slot = &s;
+  }
+  if (slot == nullptr) return;
+  *slot = op == EPOLL_CTL_DEL ? -1 : epfd;
+}
+
+void up_closing(UpgradeConn& c, int fd) {
+  std::lock_guard lock(c.mu);
+  for (int& s : c.epoll_sets) {
+    if (s < 0) continue;
+    g_engine_real->epoll_ctl(s, EPOLL_CTL_DEL, fd, nullptr);
+    g_engine_real->epoll_ctl(s, EPOLL_CTL_DEL, c.event_fd, nullptr);
+    s = -1;
+  }
+}
+
 }  // namespace
 
 void signal_readers(UpgradeConn& c) {
@@ -273,7 +303,7 @@ void drain_signal(UpgradeConn& c) {
 }
 
 const UpgradeHooks kUpgradeHooks{
-    &upgrade_listening, &upgrade_established, &up_recv,       &up_send, &up_shutdown,
-    &up_readiness_fd,   &up_tcp_input_counts, &upgrade_closed};
+    &upgrade_listening, &upgrade_established, &up_recv,         &up_send,    &up_shutdown,
+    &up_readiness_fd,   &up_tcp_input_counts, &up_epoll_mirror, &up_closing, &upgrade_closed};
 
 }  // namespace rmsg::posix

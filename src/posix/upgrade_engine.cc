@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +59,11 @@ struct Engine {
   std::map<Key, UpgradeConn*> acceptors;  // accepted connections still open, by 4-tuple
   std::list<Listener> listeners;          // loop thread
   std::list<Stream> offers;               // loop thread: accepted streams before their OFFER
+  // Connections the program closed whose bytes are still going out: exit waits for them
+  // (bounded), as the kernel sends a closed TCP socket's bytes after the process is gone.
+  std::mutex drain_mu;
+  std::condition_variable drained;
+  int draining = 0;
 };
 
 Engine* engine() {
@@ -85,6 +91,10 @@ Engine* engine() {
     std::atexit([] {
       Engine* me = engine();
       if (me->pid != getpid() || !me->thread.joinable()) return;
+      {
+        std::unique_lock lock(me->drain_mu);
+        me->drained.wait_for(lock, std::chrono::seconds(5), [me] { return me->draining == 0; });
+      }
       me->loop->stop();
       me->thread.join();
     });
@@ -123,6 +133,11 @@ void set_result(UpgradeConn& c, Fallback f) {
 }
 
 void free_conn(UpgradeConn* c) {
+  if (c->closing) {
+    std::lock_guard lock(engine()->drain_mu);
+    --engine()->draining;
+    engine()->drained.notify_all();
+  }
   if (c->acceptor) {
     std::lock_guard lock(engine()->map_mu);
     auto it = engine()->acceptors.find(Key{text(c->local), text(c->peer)});
@@ -637,6 +652,10 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
     c.obj = nullptr;
   }
   if (!engine_on(engine())) return;  // a fork child's copy: the parent's engine owns it
+  {
+    std::lock_guard lock(engine()->drain_mu);
+    ++engine()->draining;
+  }
   engine()->loop->post([&c] {
     c.closing = true;
     if (!c.stream) {

@@ -3,7 +3,8 @@
  * over), then move a bulk pattern each way, every byte checked; the server waits in poll()
  * before each read. Exit status 0 when every byte was right.
  *   upgrade_probe server ADDR          prints the port, serves one connection
- *   upgrade_probe client ADDR PORT MS  ping-pongs for MS milliseconds, then the bulk */
+ *   upgrade_probe client ADDR PORT MS  ping-pongs for MS milliseconds, then the bulk;
+ *                                      MS "stdin": until its standard input ends */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -106,16 +107,29 @@ int main(int argc, char** argv) {
     if (send_pattern(c, 2, BULK_DOWN) != 0) return 7;
     close(c);
     close(l);
+    /* "server ADDR stdin": stay until standard input ends (the client has read everything):
+     * a process that exits at once may take the last RDMA bytes in flight with it. */
+    if (argc > 3 && strcmp(argv[3], "stdin") == 0) {
+      char b;
+      while (read(0, &b, 1) > 0) {
+      }
+    }
     return 0;
   }
   if (argc < 5) return 2;
   a.sin_port = htons((unsigned short)atoi(argv[3]));
   int c = socket(AF_INET, SOCK_STREAM, 0);
   if (connect(c, (struct sockaddr*)&a, sizeof a) != 0) return 3;
-  long long until = now_ms() + atoll(argv[4]);
+  int until_stdin = strcmp(argv[4], "stdin") == 0;
+  long long until = until_stdin ? 0 : now_ms() + atoll(argv[4]);
   long rounds = 0;
   for (int last = 0; !last; ++rounds) {
-    last = now_ms() >= until;
+    if (until_stdin) {
+      struct pollfd in = {0, POLLIN, 0};
+      last = poll(&in, 1, 0) == 1; /* a line or end of input: go on to the bulk */
+    } else {
+      last = now_ms() >= until;
+    }
     memset(msg, (int)(rounds & 0x7f), sizeof msg);
     if (last) msg[0] = 0xff;
     unsigned char back[64];

@@ -3,8 +3,10 @@
 // RMSG_UPGRADE=on, both ends in this process on the guest's RDMA address. Every byte is
 // checked; the stats view says which path carried them.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -154,6 +156,59 @@ TEST_F(ShimUpgrade, BothEndsUnderTheShimMoveEveryByteOverRdma) {
               static_cast<unsigned long long>(client_view.upgrade_us),
               static_cast<unsigned long long>(client_view.rdma_bytes_out), up.size(),
               static_cast<unsigned long long>(server_view.rdma_bytes_out), down.size());
+}
+
+// Edge-triggered epoll on a non-blocking upgraded connection: the reader sleeps in
+// epoll_wait while the bytes come over RDMA, and reads each edge until EAGAIN.
+TEST_F(ShimUpgrade, EdgeTriggeredEpollSeesRdmaBytes) {
+  int l = shim_listen();
+  auto up = pattern(2 << 20, 6);
+  std::vector<unsigned char> got;
+  rmsg::posix::seams::UpgradeView view;
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    ASSERT_EQ(rmsg_fcntl(c, F_SETFL, rmsg_fcntl(c, F_GETFL) | O_NONBLOCK), 0);
+    int ep = rmsg_epoll_create1(0);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = 42;
+    ASSERT_EQ(rmsg_epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), 0);
+    for (bool eof = false; !eof;) {
+      epoll_event out[4];
+      int n = rmsg_epoll_wait(ep, out, 4, 20000);
+      ASSERT_GT(n, 0) << "no readiness within the deadline, " << got.size() << " bytes in";
+      for (int i = 0; i < n; ++i) EXPECT_EQ(out[i].data.u64, 42u);
+      unsigned char buf[50000];
+      for (;;) {  // the edge: read until EAGAIN
+        ssize_t r = rmsg_read(c, buf, sizeof buf);
+        if (r > 0) {
+          got.insert(got.end(), buf, buf + r);
+          continue;
+        }
+        if (r == 0) eof = true;
+        if (r < 0) {
+          EXPECT_EQ(errno, EAGAIN);
+        }
+        break;
+      }
+    }
+    view = upgrade_view(c);
+    rmsg_close(c);
+    rmsg_close(ep);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  ASSERT_TRUE(write_all(c, up.data(), 1000));
+  ASSERT_TRUE(attempt_over(c));
+  EXPECT_EQ(upgrade_view(c).fallback, "none");
+  ASSERT_TRUE(write_all(c, up.data() + 1000, up.size() - 1000));
+  EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+  server.join();
+  rmsg_close(c);
+  rmsg_close(l);
+  EXPECT_TRUE(got == up) << got.size();
+  EXPECT_TRUE(view.on_rdma);
+  EXPECT_EQ(view.rdma_bytes_in, up.size() - 1000);
 }
 
 TEST_F(ShimUpgrade, ClosingWithUnreadRdmaBytesResetsThePeer) {
