@@ -20,7 +20,7 @@ endif
 TIERS   := build host asan tsan clang rdma rdma-asan
 
 .PHONY: all deps deps-test configure build demo test test-host test-asan test-tsan \
-        test-clang test-rdma test-rdma-asan fuzz install lint format clean
+        test-clang test-rdma test-rdma-asan fuzz install deb deb-check lint format clean
 
 all: build
 
@@ -53,7 +53,7 @@ test-host: build
 # ASan+UBSan: the test binaries (no tools) in their own tree; the RDMA ones run in the guest.
 build-asan/build.ninja: Makefile
 	cmake -S . -B build-asan $(CONFIG) -DCMAKE_BUILD_TYPE=Debug -DRMSG_SANITIZE=address,undefined \
-	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_TEST_DIRS='base;loop;stream;cm;tcp;msg;posix;rdma'
+	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_TEST_DIRS='base;loop;stream;cm;tcp;wire;session;msg;posix;rdma'
 test-asan: build-asan/build.ninja
 	cmake --build build-asan -j $(JOBS)
 	$(CTEST) --test-dir build-asan -j $(JOBS) -L 'unit|tcp'
@@ -98,6 +98,25 @@ test-rdma-asan: build-asan/build.ninja
 
 install: build
 	cmake --install $(BUILD)
+
+# Debian packages (debian/), never part of `make test`: a copy of the tracked and new files
+# is built in $(DEB_DIR)/src with dpkg-buildpackage (shared libraries, no tests), niced, so
+# the .debs land in $(DEB_DIR); then tests/install/deb_test.sh unpacks them (dpkg -x) and
+# builds C and C++ consumers against them with pkg-config, and runs each tool's --help.
+# deb-check installs them with apt into a throwaway overlay of / (tests/install/deb_check.sh).
+DEB_DIR ?= build/deb
+deb:
+	@scripts/deps.sh deb
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src
+	git ls-files -z --cached --others --exclude-standard | \
+	  tar --null -T - -c | tar -x -C $(DEB_DIR)/src
+	cd $(DEB_DIR)/src && RMSG_DEB_CMAKE_FLAGS='$(filter -DCMAKE_%_LAUNCHER=ccache,$(CONFIG))' \
+	  nice -n 10 dpkg-buildpackage -us -uc -b -j$(JOBS)
+	lintian --fail-on error,warning $(DEB_DIR)/*.changes
+	tests/install/deb_test.sh $(DEB_DIR) .
+
+deb-check:
+	tests/install/deb_check.sh $(DEB_DIR) .
 
 lint:
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc')

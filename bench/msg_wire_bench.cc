@@ -2,7 +2,7 @@
 // CRC32C (the crc32 instruction vs the portable slicing-by-8) per buffer size, and frame
 // encode + decode of one-segment message frames through feed() in 64 KiB reads. Best of
 // `--repeat` rounds (default 5), each round ~0.1 s; numbers go to docs/perf.md, never
-// into a test. Built with the tests (tests/msg/CMakeLists.txt): build/bin/msg_wire_bench.
+// into a test. Built with the tests (tests/wire/CMakeLists.txt): build/bin/msg_wire_bench.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "msg/crc32c.h"
-#include "msg/frame_decoder.h"
-#include "msg/frame_encoder.h"
+#include "wire/crc32c.h"
+#include "wire/frame_decoder.h"
+#include "wire/frame_encoder.h"
 
 namespace {
 
-using namespace rmsg::msg;
+using namespace rmsg::wire;
 using Clock = std::chrono::steady_clock;
 
 // Runs `once` (which processes `bytes`) until ~0.1 s passed; returns MB/s.

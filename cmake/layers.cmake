@@ -116,16 +116,18 @@ rmsg_layer(verbs   USES base loop                                HEADERS rdma_er
 rmsg_layer(rdmacm  USES base loop verbs                          RDMA)
 rmsg_layer(rdma    USES base loop stream verbs rdmacm            HEADERS rdma.h)
 rmsg_layer(cm      USES base loop stream tcp verbs rdmacm rdma   HEADERS connection_manager.h)
-rmsg_layer(msg     USES base loop stream tcp cm                  HEADERS messenger.h rpc.h)
-# The socket shim uses no other layer and is its own library, librmsg-socket, plus the
-# preload module (docs/socket-shim.md).
-rmsg_layer(posix                                                 HEADERS socket.h OWN_LIBRARY)
+rmsg_layer(wire    USES base)
+rmsg_layer(session USES base loop wire                           HEADERS messenger_errors.h)
+rmsg_layer(msg     USES base loop stream tcp cm wire session     HEADERS messenger.h rpc.h)
+# The socket shim is its own library, librmsg-socket, plus the preload module
+# (docs/socket-shim.md); only its RDMA upgrade engine (upgrade_*.cc) uses the layers below.
+rmsg_layer(posix   USES base loop stream rdma                    HEADERS socket.h OWN_LIBRARY)
 
 # Every public header belongs to one layer.
 file(GLOB rmsg_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/rmsg
      ${PROJECT_SOURCE_DIR}/include/rmsg/*.h)
 set(rmsg_assigned "")
-foreach(layer base loop stream tcp verbs rdmacm rdma cm msg posix)
+foreach(layer base loop stream tcp verbs rdmacm rdma cm wire session msg posix)
   list(APPEND rmsg_assigned ${RMSG_LAYER_HEADERS_${layer}})
 endforeach()
 foreach(header ${rmsg_public_headers})

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Installs the Debian packages a target needs, only when some are missing: when all are
 # installed this runs nothing, not even apt-get update.
-#   scripts/deps.sh build|test|demo
+#   scripts/deps.sh build|test|demo|deb
 set -euo pipefail
 build=(cmake ninja-build g++ make pkg-config clang-format git libgtest-dev libgmock-dev libibverbs-dev
        librdmacm-dev rdma-core ibverbs-providers iproute2)
@@ -15,12 +15,16 @@ clang=(clang-14 libclang-rt-14-dev llvm-14)
 # they run unmodified, Debian's /usr/bin/python3 that drives them, objdump for the import
 # check.
 shim=(iperf3 redis-server redis-tools python3 binutils)
+# Debian packages (make deb): debhelper builds them, help2man makes the man pages from
+# --help, lintian checks the result.
+deb=(debhelper dpkg-dev fakeroot help2man lintian)
 # The Makefile compiles through ccache when it is installed (a clean clone rebuilds fast).
 cache=(ccache)
 case "${1:-build}" in
   build|demo) want=("${build[@]}") ;;
+  deb) want=("${build[@]}" "${deb[@]}") ;;
   test) want=("${build[@]}" "${softroce[@]}" "${clang[@]}" "${shim[@]}" "${cache[@]}") ;;
-  *) echo "usage: $0 build|test|demo" >&2; exit 2 ;;
+  *) echo "usage: $0 build|test|demo|deb" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${want[@]}"; do

@@ -303,7 +303,6 @@ class RMSG_EXPORT RpcEndpoint {
 
  private:
   explicit RpcEndpoint(std::unique_ptr<Front> front);
-  friend struct RpcAccess;  // src/msg/rpc_seams.h
   std::unique_ptr<Front> front_;
 };
 

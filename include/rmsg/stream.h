@@ -52,9 +52,6 @@
 namespace rmsg {
 
 class EventLoop;
-namespace detail {
-struct StreamAccess;  // src/stream/stream_access.h: the transports' way to their impl
-}  // namespace detail
 
 // The interface each transport implements. Applications use Stream, not this.
 class RMSG_EXPORT StreamImpl {
@@ -119,6 +116,8 @@ class RMSG_EXPORT Stream {
 
   bool valid() const noexcept { return impl_ != nullptr; }
   explicit operator bool() const noexcept { return valid(); }
+
+  class RMSG_HIDDEN Access;  // the transports' way to their implementation (not installed)
 
   // On an empty handle (default-constructed or moved from), write(), read() and
   // shutdown_write() return Errc::closed, the callback setters and close() do nothing,
@@ -199,7 +198,6 @@ class RMSG_EXPORT Stream {
       p->release(std::move(impl_));
     }
   }
-  friend struct detail::StreamAccess;
   std::unique_ptr<StreamImpl> impl_;
 };
 

@@ -9,24 +9,14 @@
 #include <cerrno>
 #include <cstring>
 
-#include "msg/banner.h"
-#include "msg/frame.h"
-#include "msg/frame_decoder.h"
-#include "msg/frame_types.h"
 #include "rmsg/log.h"
 #include "stream/stream_access.h"
 #include "tcp/tcp_stream.h"
+#include "wire/banner.h"
+#include "wire/hello_peek.h"
 
 namespace rmsg::msg {
 namespace {
-
-std::uint64_t le(std::span<const std::byte> b, std::size_t off, std::size_t len) noexcept {
-  std::uint64_t v = 0;
-  for (std::size_t i = 0; i < len; ++i) v |= std::to_integer<std::uint64_t>(b[off + i]) << (8 * i);
-  return v;
-}
-
-constexpr std::size_t kNodeField = 8;  // the hello's first field (docs/protocol.md)
 
 void set_lowat(int fd, std::size_t n) noexcept {
   const int v = static_cast<int>(n);
@@ -44,45 +34,7 @@ bool hung_up(int fd) noexcept {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
-// The banner in full (CRC, versions, required features), as the shard would check it:
-// a banner the shard would refuse is refused now, not after the handshake timeout.
-bool banner_acceptable(std::span<const std::byte> banner) {
-  DecoderOptions o;
-  o.local = Banner{};
-  WireDecoder dec(o);
-  return dec.feed(banner) == DecodeEvent::banner;
-}
-
 }  // namespace
-
-HelloPeek peek_hello(std::span<const std::byte> head) noexcept {
-  using V = HelloPeek::Verdict;
-  const std::size_t magic = std::min(head.size(), kBannerMagic.size());
-  if (!std::equal(head.begin(), head.begin() + static_cast<std::ptrdiff_t>(magic),
-                  kBannerMagic.begin())) {
-    return {V::malformed};
-  }
-  if (head.size() < kBannerSize) return {V::need_more, kBannerSize};
-  const std::size_t ext = le(head, 12, 2);
-  if (ext > kMaxBannerExtension) return {V::malformed};
-  const std::size_t pre = kBannerSize + ext;  // the first frame's preamble
-  if (head.size() >= pre && !banner_acceptable(head.first(pre))) return {V::malformed};
-  const std::size_t need = pre + kPreambleSize + kNodeField;
-  if (head.size() < need) return {V::need_more, need};
-  const auto type = static_cast<FrameType>(std::to_integer<std::uint8_t>(head[pre]));
-  const std::size_t segments = std::to_integer<std::size_t>(head[pre + 2]);
-  if ((type != FrameType::client_ident && type != FrameType::session_reconnect) || segments < 1 ||
-      le(head, pre + 4, 4) < kNodeField) {
-    return {V::malformed};
-  }
-  const NodeId node = le(head, pre + kPreambleSize, kNodeField);
-  if (node == 0) return {V::malformed};
-  return {V::node, 0, node};
-}
-
-std::size_t peek_hello_cap() noexcept {
-  return kBannerSize + kMaxBannerExtension + kPreambleSize + kNodeField;
-}
 
 AcceptRouter::AcceptRouter(EventLoop& loop, Duration timeout, std::size_t max_waiting,
                            CounterSet& counters, Handoff handoff)
@@ -96,7 +48,7 @@ AcceptRouter::AcceptRouter(EventLoop& loop, Duration timeout, std::size_t max_wa
       unroutable_(counters.counter("msg.route.unroutable")),
       evicted_(counters.counter("msg.route.evicted")),
       max_waiting_(std::max<std::size_t>(max_waiting, 1)),
-      buf_(peek_hello_cap()) {}
+      buf_(wire::peek_hello_cap()) {}
 
 AcceptRouter::~AcceptRouter() {
   for (auto& l : listeners_) l.close();
@@ -134,7 +86,7 @@ void AcceptRouter::take(Stream stream) {
     pending_[fd].timer = 0;
     finish(fd, &timeouts_);
   });
-  set_lowat(fd, kBannerMagic.size());  // garbage is told from a banner by its first 8 bytes
+  set_lowat(fd, wire::kBannerMagic.size());  // garbage is told from a banner by its first 8 bytes
 }
 
 void AcceptRouter::on_readable(int fd) {
@@ -144,19 +96,19 @@ void AcceptRouter::on_readable(int fd) {
     finish(fd, &closed_);
     return;
   }
-  const HelloPeek p = peek_hello({buf_.data(), static_cast<std::size_t>(n)});
+  const wire::HelloPeek p = wire::peek_hello({buf_.data(), static_cast<std::size_t>(n)});
   switch (p.verdict) {
-    case HelloPeek::Verdict::malformed:
+    case wire::HelloPeek::Verdict::malformed:
       finish(fd, &malformed_);
       return;
-    case HelloPeek::Verdict::need_more:
+    case wire::HelloPeek::Verdict::need_more:
       if (hung_up(fd)) {  // the rest can never come
         finish(fd, &closed_);
         return;
       }
       set_lowat(fd, p.need);
       return;
-    case HelloPeek::Verdict::node: {
+    case wire::HelloPeek::Verdict::node: {
       set_lowat(fd, 1);
       Lease lease = finish(fd, nullptr);
       handoff_(p.node, fd, std::move(lease));

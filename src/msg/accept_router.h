@@ -38,18 +38,6 @@
 
 namespace rmsg::msg {
 
-// What the first bytes of an inbound connection say (pure; tested on its own).
-struct HelloPeek {
-  enum class Verdict : std::uint8_t { need_more, node, malformed };
-  Verdict verdict = Verdict::need_more;
-  std::size_t need = 0;  // need_more: the bytes to wait for in all
-  NodeId node = 0;       // node: the hello's sender
-};
-HelloPeek peek_hello(std::span<const std::byte> head) noexcept;
-// The most bytes peek_hello() ever asks for (a banner with the longest extension, a
-// preamble and the hello's node field).
-std::size_t peek_hello_cap() noexcept;
-
 class AcceptRouter {
  public:
   // `handoff` gets the socket (a connected, non-blocking fd it now owns), the peer, and the

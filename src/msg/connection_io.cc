@@ -5,10 +5,11 @@
 #include <utility>
 
 #include "base/nested_scratch.h"
-#include "msg/frame_encoder.h"
-#include "msg/message_frame.h"
 #include "msg/messenger_impl.h"
+#include "msg/vocabulary.h"
 #include "rmsg/log.h"
+#include "wire/frame_encoder.h"
+#include "wire/message_frame.h"
 
 namespace rmsg {
 namespace {

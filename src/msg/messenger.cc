@@ -94,11 +94,11 @@ Result<std::unique_ptr<Messenger>> MessengerAccess::create(
   auto front = Messenger::Front::create(loops, options, make_streams, std::move(dispatch),
                                         std::move(on_event));
   if (!front) return front.error();
-  return std::unique_ptr<Messenger>(new Messenger(std::move(front).value()));
+  return Messenger::Front::wrap(std::move(front).value());
 }
 
 Messenger::Front& MessengerAccess::front(Messenger& m) noexcept {
-  return *m.front_;
+  return Messenger::Front::of(m);
 }
 
 Result<std::unique_ptr<Messenger>> Messenger::create(EventLoop& loop,

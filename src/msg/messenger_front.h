@@ -17,10 +17,11 @@
 #include <optional>
 #include <vector>
 
-#include "msg/admission.h"
 #include "msg/messenger_impl.h"
 #include "msg/services.h"
+#include "msg/vocabulary.h"
 #include "rmsg/messenger.h"
+#include "session/admission.h"
 
 namespace rmsg {
 
@@ -41,6 +42,15 @@ class Messenger::Front {
                                                const MessengerOptions& options,
                                                const MakeStreams& make_streams,
                                                DispatchCallback dispatch, EventCallback on_event);
+  // The Messenger around a front, and the front inside a Messenger. Front is a member of
+  // Messenger, so it reaches the private constructor and front_: the public header names
+  // no internal accessor and no friend.
+  static std::unique_ptr<Messenger> wrap(std::unique_ptr<Front> front) {
+    return std::unique_ptr<Messenger>(new Messenger(std::move(front)));
+  }
+  static Front& of(Messenger& m) noexcept { return *m.front_; }
+  static const Front& of(const Messenger& m) noexcept { return *m.front_; }
+
   explicit Front(const MessengerOptions& options);
   Front(const Front&) = delete;
   Front& operator=(const Front&) = delete;

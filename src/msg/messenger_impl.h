@@ -25,20 +25,21 @@
 #include <utility>
 #include <vector>
 
-#include "msg/admission.h"
-#include "msg/backoff.h"
-#include "msg/frame_decoder.h"
-#include "msg/frame_encoder.h"
-#include "msg/frame_types.h"
-#include "msg/in_state.h"
-#include "msg/out_queue.h"
-#include "msg/reassembly.h"
-#include "msg/reconnect_decision.h"
 #include "msg/relay_pump.h"
 #include "msg/seams.h"
-#include "msg/session_frames.h"
 #include "msg/transport_policy.h"
+#include "msg/vocabulary.h"
 #include "rmsg/messenger.h"
+#include "session/admission.h"
+#include "session/backoff.h"
+#include "session/in_state.h"
+#include "session/out_queue.h"
+#include "session/reassembly.h"
+#include "session/reconnect_decision.h"
+#include "wire/frame_decoder.h"
+#include "wire/frame_encoder.h"
+#include "wire/frame_types.h"
+#include "wire/session_frames.h"
 
 namespace rmsg {
 

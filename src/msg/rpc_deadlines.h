@@ -23,8 +23,9 @@
 #include <limits>
 #include <vector>
 
-#include "msg/rpc_wire.h"
+#include "msg/vocabulary.h"
 #include "rmsg/loop_time.h"
+#include "wire/rpc_wire.h"
 
 namespace rmsg::msg {
 

@@ -189,12 +189,12 @@ Result<std::unique_ptr<RpcEndpoint>> RpcAccess::create(EventLoop& loop, const Rp
       [given](EventLoop&) -> Result<std::unique_ptr<StreamFactory>> { return std::move(*given); },
       std::move(on_event));
   if (!f) return f.error();
-  return std::unique_ptr<RpcEndpoint>(new RpcEndpoint(std::move(f).value()));
+  return RpcEndpoint::Front::wrap(std::move(f).value());
 }
 
 RpcAccess::PeerState RpcAccess::peer_state(const RpcEndpoint& ep) {
   PeerState st;
-  for (const auto& s : ep.front_->shards_) {
+  for (const auto& s : RpcEndpoint::Front::of(ep).shards_) {
     st.peers += s->peers_.size();
     st.dedupe += s->dedupe_.size();
     st.pending += s->pending_.size();

@@ -35,6 +35,13 @@ class RpcEndpoint::Front {
   static Result<std::unique_ptr<Front>> create_attached(Messenger& messenger, ServiceId service,
                                                         const RpcOptions& options,
                                                         Messenger::EventCallback on_event);
+  // The RpcEndpoint around a front, and the front inside one (as Messenger::Front::wrap/of:
+  // a member of RpcEndpoint reaches its private parts without a friend in rmsg/rpc.h).
+  static std::unique_ptr<RpcEndpoint> wrap(std::unique_ptr<Front> front) {
+    return std::unique_ptr<RpcEndpoint>(new RpcEndpoint(std::move(front)));
+  }
+  static const Front& of(const RpcEndpoint& ep) noexcept { return *ep.front_; }
+
   Front() = default;
   Front(const Front&) = delete;
   Front& operator=(const Front&) = delete;

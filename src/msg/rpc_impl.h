@@ -24,13 +24,14 @@
 #include <utility>
 #include <vector>
 
-#include "msg/payload_pool.h"
 #include "msg/rpc_call_states.h"
 #include "msg/rpc_deadlines.h"
 #include "msg/rpc_dedupe.h"
-#include "msg/rpc_wire.h"
 #include "msg/seams.h"
+#include "msg/vocabulary.h"
 #include "rmsg/rpc.h"
+#include "session/payload_pool.h"
+#include "wire/rpc_wire.h"
 
 namespace rmsg {
 

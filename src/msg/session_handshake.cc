@@ -4,9 +4,10 @@
 // through it; docs/protocol.md has the bytes.
 #include <utility>
 
-#include "msg/connector.h"
 #include "msg/messenger_impl.h"
+#include "msg/vocabulary.h"
 #include "rmsg/log.h"
+#include "session/connector.h"
 
 namespace rmsg {
 

@@ -10,10 +10,11 @@
 #include <memory>
 #include <utility>
 
-#include "msg/banner.h"
 #include "msg/messenger_impl.h"
 #include "msg/relay_stream.h"
+#include "msg/vocabulary.h"
 #include "rmsg/log.h"
+#include "wire/banner.h"
 
 namespace rmsg {
 

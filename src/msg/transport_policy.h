@@ -9,10 +9,11 @@
 #include <cstdint>
 #include <system_error>
 
-#include "msg/backoff.h"
+#include "msg/vocabulary.h"
 #include "rmsg/connection_manager.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/messenger.h"
+#include "session/backoff.h"
 
 namespace rmsg::msg {
 

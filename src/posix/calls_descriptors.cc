@@ -13,6 +13,7 @@
 #include "posix/private_fd.h"
 #include "posix/runtime.h"
 #include "posix/share_object.h"
+#include "posix/upgrade.h"
 #include "rmsg/socket.h"
 
 namespace rmsg::posix {
@@ -92,6 +93,12 @@ int rmsg_close(int fd) {
   // The shim's own file moves away; the program's close of the number is the kernel's.
   if (own) move_private_away(*rt, fd);
   settle_connect(*rt, fd);
+  if (SocketObject* up = rt->table.object(fd)) {
+    UpgradeConn* c = up->upgrade.load(std::memory_order_acquire);
+    if (c != nullptr && up->refs.load(std::memory_order_acquire) == 1) {
+      upgrade_hooks()->closing(*c, fd);  // the program's last number of an upgraded connection
+    }
+  }
   // Forget first: once the kernel closes, the number may be handed out again at once.
   SocketObject* o = rt->table.detach(fd);
   int rc = g_real.close(fd);

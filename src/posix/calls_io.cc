@@ -5,9 +5,11 @@
 // kernel's. splice() counts like a read on its input and a write on its output.
 #include <fcntl.h>
 #include <sys/sendfile.h>
+#include <unistd.h>
 
 #include "posix/calls_io.h"
 #include "posix/runtime.h"
+#include "posix/upgrade.h"
 #include "rmsg/socket.h"
 
 using namespace rmsg::posix;
@@ -36,12 +38,30 @@ inline void count_out(Runtime* rt, int fd, ssize_t r) {
   }
 }
 
+// The engine's connection when fd is a connection it handles (its data calls go there).
+inline UpgradeConn* upgraded(Runtime* rt, int fd) {
+  if (rt == nullptr) return nullptr;
+  SocketObject* o = rt->table.object(fd);
+  return o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
+}
+
+ssize_t up_recv(UpgradeConn* c, int fd, void* buf, size_t n, int flags) {
+  iovec v{buf, n};
+  return upgrade_hooks()->recv(*c, fd, &v, 1, flags);
+}
+
+ssize_t up_send(UpgradeConn* c, int fd, const void* buf, size_t n, int flags) {
+  iovec v{const_cast<void*>(buf), n};
+  return upgrade_hooks()->send(*c, fd, &v, 1, flags);
+}
+
 }  // namespace
 
 extern "C" {
 
 ssize_t rmsg_read(int fd, void* buf, size_t n) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) return up_recv(c, fd, buf, n, 0);
   ssize_t r = g_real.read(fd, buf, n);
   count_in(rt, fd, r);
   return r;
@@ -49,6 +69,7 @@ ssize_t rmsg_read(int fd, void* buf, size_t n) {
 
 ssize_t rmsg_readv(int fd, const iovec* iov, int iovcnt) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) return upgrade_hooks()->recv(*c, fd, iov, iovcnt, 0);
   ssize_t r = g_real.readv(fd, iov, iovcnt);
   count_in(rt, fd, r);
   return r;
@@ -56,6 +77,7 @@ ssize_t rmsg_readv(int fd, const iovec* iov, int iovcnt) {
 
 ssize_t rmsg_recv(int fd, void* buf, size_t n, int flags) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) return up_recv(c, fd, buf, n, flags);
   ssize_t r = g_real.recv(fd, buf, n, flags);
   count_in(rt, fd, r, flags);
   return r;
@@ -63,6 +85,10 @@ ssize_t rmsg_recv(int fd, void* buf, size_t n, int flags) {
 
 ssize_t rmsg_recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr, socklen_t* len) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) {
+    if (addr != nullptr && len != nullptr) *len = 0;  // a connected stream names no source
+    return up_recv(c, fd, buf, n, flags);
+  }
   ssize_t r = g_real.recvfrom(fd, buf, n, flags, addr, len);
   count_in(rt, fd, r, flags);
   return r;
@@ -70,6 +96,12 @@ ssize_t rmsg_recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* addr, so
 
 ssize_t rmsg_recvmsg(int fd, msghdr* msg, int flags) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) {
+    msg->msg_namelen = 0;
+    msg->msg_controllen = 0;
+    msg->msg_flags = 0;
+    return upgrade_hooks()->recv(*c, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+  }
   ssize_t r = g_real.recvmsg(fd, msg, flags);
   count_in(rt, fd, r, flags);
   return r;
@@ -77,6 +109,7 @@ ssize_t rmsg_recvmsg(int fd, msghdr* msg, int flags) {
 
 ssize_t rmsg_write(int fd, const void* buf, size_t n) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) return up_send(c, fd, buf, n, 0);
   ssize_t r = g_real.write(fd, buf, n);
   count_out(rt, fd, r);
   return r;
@@ -84,6 +117,7 @@ ssize_t rmsg_write(int fd, const void* buf, size_t n) {
 
 ssize_t rmsg_writev(int fd, const iovec* iov, int iovcnt) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) return upgrade_hooks()->send(*c, fd, iov, iovcnt, 0);
   ssize_t r = g_real.writev(fd, iov, iovcnt);
   count_out(rt, fd, r);
   return r;
@@ -91,6 +125,7 @@ ssize_t rmsg_writev(int fd, const iovec* iov, int iovcnt) {
 
 ssize_t rmsg_send(int fd, const void* buf, size_t n, int flags) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) return up_send(c, fd, buf, n, flags);
   ssize_t r = g_real.send(fd, buf, n, flags);
   count_out(rt, fd, r);
   return r;
@@ -99,6 +134,7 @@ ssize_t rmsg_send(int fd, const void* buf, size_t n, int flags) {
 ssize_t rmsg_sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* addr,
                     socklen_t len) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) return up_send(c, fd, buf, n, flags);
   ssize_t r = g_real.sendto(fd, buf, n, flags, addr, len);
   count_out(rt, fd, r);
   return r;
@@ -106,6 +142,9 @@ ssize_t rmsg_sendto(int fd, const void* buf, size_t n, int flags, const sockaddr
 
 ssize_t rmsg_sendmsg(int fd, const msghdr* msg, int flags) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, fd)) {
+    return upgrade_hooks()->send(*c, fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags);
+  }
   ssize_t r = g_real.sendmsg(fd, msg, flags);
   count_out(rt, fd, r);
   return r;
@@ -113,6 +152,21 @@ ssize_t rmsg_sendmsg(int fd, const msghdr* msg, int flags) {
 
 ssize_t rmsg_sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
   Runtime* rt = runtime();
+  if (UpgradeConn* c = upgraded(rt, out_fd)) {
+    // The kernel cannot send a file into an RDMA stream: read a piece, write it.
+    char piece[16384];
+    size_t want = count < sizeof piece ? count : sizeof piece;
+    ssize_t got = offset != nullptr ? pread(in_fd, piece, want, *offset) : read(in_fd, piece, want);
+    if (got <= 0) return got;
+    ssize_t w = up_send(c, out_fd, piece, static_cast<size_t>(got), 0);
+    if (w < 0) return w;
+    if (offset != nullptr) {
+      *offset += w;
+    } else if (w < got) {
+      lseek(in_fd, w - got, SEEK_CUR);
+    }
+    return w;
+  }
   ssize_t r = g_real.sendfile(out_fd, in_fd, offset, count);
   count_in(rt, in_fd, r);  // a socket as in_fd (out_fd a pipe): the kernel splices
   count_out(rt, out_fd, r);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "posix/runtime.h"
+#include "posix/upgrade.h"
 #include "rmsg/socket.h"
 
 using namespace rmsg::posix;
@@ -62,6 +63,11 @@ int rmsg_listen(int fd, int backlog) {
   if (rc == 0) {
     if (SocketObject* o = own_object(rt, fd)) {
       o->state.store(SocketState::listening, std::memory_order_release);
+      if (const UpgradeHooks* h = upgrade_hooks()) {
+        int saved = errno;
+        h->listening(fd, *o);
+        errno = saved;
+      }
     }
   }
   return rc;
@@ -87,6 +93,10 @@ int rmsg_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
     }
     errno = saved;
     remember_peer(*o, reinterpret_cast<sockaddr*>(&own), own_len);
+    if (const UpgradeHooks* h = upgrade_hooks()) {
+      h->established(c, *o, true);
+      errno = saved;
+    }
   }
   return c;
 }
@@ -106,6 +116,7 @@ int rmsg_connect(int fd, const sockaddr* addr, socklen_t len) {
   if (rc == 0) {
     remember_peer(*o, addr, len);
     o->state.store(SocketState::connected, std::memory_order_release);
+    if (const UpgradeHooks* h = upgrade_hooks()) h->established(fd, *o, false);
   } else if (errno == EINPROGRESS || errno == EINTR || errno == EALREADY) {
     // Completes in the kernel; readiness (POLLOUT, SO_ERROR) is the kernel's. Whether it
     // did is settled when bytes move or at the last close (settle_connect).
@@ -117,7 +128,14 @@ int rmsg_connect(int fd, const sockaddr* addr, socklen_t len) {
 }
 
 int rmsg_shutdown(int fd, int how) {
-  runtime();
+  Runtime* rt = runtime();
+  if (rt != nullptr) {
+    if (SocketObject* o = rt->table.object(fd)) {
+      if (UpgradeConn* c = o->upgrade.load(std::memory_order_acquire)) {
+        return upgrade_hooks()->shutdown(*c, fd, how);
+      }
+    }
+  }
   return g_real.shutdown(fd, how);
 }
 

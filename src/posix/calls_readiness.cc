@@ -3,9 +3,12 @@
 // in epoll, sleeping waiters, POLLOUT only after a non-blocking connect completes) and
 // these calls pass through. epoll_create*/epoll_ctl also record which epoll sets watch which
 // managed descriptor, with what events and data (fd_table.h: why an upgrade needs that).
+#include <poll.h>
+
 #include <cerrno>
 
 #include "posix/runtime.h"
+#include "posix/upgrade.h"
 #include "rmsg/socket.h"
 
 using namespace rmsg::posix;
@@ -57,18 +60,68 @@ void record(Runtime& rt, int epfd, int op, int fd, const epoll_event* ev) {
   r->data.store(ev == nullptr ? 0 : ev->data.u64, std::memory_order_release);
 }
 
+// poll and ppoll with upgraded connections in the set: each one's readiness eventfd is
+// watched beside its TCP socket and folded into the socket's answer (docs/socket-shim.md,
+// "Readiness"). *handled false when the set holds none (the caller then asks the kernel
+// as is). On the stack, no allocation (the preload links nothing but libc): a set of more
+// than kMaxFolded entries in all is the kernel's alone.
+inline constexpr nfds_t kMaxFolded = 256;
+
+template <typename Call>
+int poll_upgraded(Runtime* rt, pollfd* fds, nfds_t nfds, Call call, bool* handled) {
+  *handled = false;
+  const UpgradeHooks* h = upgrade_hooks();
+  if (rt == nullptr || h == nullptr || nfds > kMaxFolded) return 0;
+  pollfd all[2 * kMaxFolded];
+  nfds_t at[kMaxFolded];  // the entry each extra one belongs to
+  nfds_t extra = 0;
+  for (nfds_t i = 0; i < nfds; ++i) {
+    all[i] = fds[i];
+    SocketObject* o = rt->table.object(fds[i].fd);
+    UpgradeConn* c = o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
+    if (c == nullptr) continue;
+    at[extra] = i;
+    all[nfds + extra++] = pollfd{h->readiness_fd(*c), static_cast<short>(POLLIN), 0};
+    // TCP input after the cut-over is not program data.
+    if (!h->tcp_input_counts(*c)) {
+      all[i].events = static_cast<short>(all[i].events & ~(POLLIN | POLLRDNORM));
+    }
+  }
+  if (extra == 0) return 0;
+  *handled = true;
+  int rc = call(all, nfds + extra);
+  if (rc < 0) return rc;
+  for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = all[i].revents;
+  for (nfds_t k = 0; k < extra; ++k) {
+    if ((all[nfds + k].revents & POLLIN) != 0) {
+      pollfd& p = fds[at[k]];
+      p.revents = static_cast<short>(p.revents | (p.events & (POLLIN | POLLRDNORM)));
+    }
+  }
+  int ready = 0;
+  for (nfds_t i = 0; i < nfds; ++i) ready += fds[i].revents != 0 ? 1 : 0;
+  return ready;
+}
+
 }  // namespace
 
 extern "C" {
 
 int rmsg_poll(pollfd* fds, nfds_t nfds, int timeout) {
-  runtime();
-  return g_real.poll(fds, nfds, timeout);
+  Runtime* rt = runtime();
+  bool handled = false;
+  int rc = poll_upgraded(
+      rt, fds, nfds, [&](pollfd* f, nfds_t n) { return g_real.poll(f, n, timeout); }, &handled);
+  return handled ? rc : g_real.poll(fds, nfds, timeout);
 }
 
 int rmsg_ppoll(pollfd* fds, nfds_t nfds, const timespec* timeout, const sigset_t* mask) {
-  runtime();
-  return g_real.ppoll(fds, nfds, timeout, mask);
+  Runtime* rt = runtime();
+  bool handled = false;
+  int rc = poll_upgraded(
+      rt, fds, nfds, [&](pollfd* f, nfds_t n) { return g_real.ppoll(f, n, timeout, mask); },
+      &handled);
+  return handled ? rc : g_real.ppoll(fds, nfds, timeout, mask);
 }
 
 int rmsg_select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* t) {
@@ -95,7 +148,16 @@ int rmsg_epoll_create1(int flags) {
 int rmsg_epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
   Runtime* rt = runtime();
   int rc = g_real.epoll_ctl(epfd, op, fd, event);
-  if (rc == 0 && rt != nullptr) record(*rt, epfd, op, fd, event);
+  if (rc == 0 && rt != nullptr) {
+    record(*rt, epfd, op, fd, event);
+    SocketObject* o = rt->table.object(fd);
+    UpgradeConn* c = o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
+    if (c != nullptr) {
+      int saved = errno;
+      upgrade_hooks()->epoll_mirror(*c, epfd, op, event);
+      errno = saved;
+    }
+  }
   return rc;
 }
 

@@ -72,7 +72,12 @@ SocketObject* FdTable::allocate(SocketState state, int pid) {
     o.io_fork_epoch.store(0, std::memory_order_relaxed);
     o.bytes_in.store(0, std::memory_order_relaxed);
     o.bytes_out.store(0, std::memory_order_relaxed);
-    o.fallback.store(Fallback::rdma_not_built, std::memory_order_relaxed);
+    o.fallback.store(Fallback::not_built, std::memory_order_relaxed);
+    o.rdma_bytes_in.store(0, std::memory_order_relaxed);
+    o.rdma_bytes_out.store(0, std::memory_order_relaxed);
+    o.upgrade_us.store(0, std::memory_order_relaxed);
+    o.on_rdma.store(false, std::memory_order_relaxed);
+    o.upgrade.store(nullptr, std::memory_order_relaxed);
     o.peer = sockaddr_in6{};
     next_hint_.store(i + 1, std::memory_order_relaxed);
     std::uint32_t hw = high_water_.load(std::memory_order_relaxed);

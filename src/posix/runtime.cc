@@ -1,5 +1,7 @@
 #include "posix/runtime.h"
+#include "posix/upgrade.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -75,6 +77,34 @@ bool shim_switched_off() {
   return v != nullptr && (std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0);
 }
 
+// RMSG_UPGRADE=on: the upgrade engine, librmsg-upgrade.so next to this library, unless one
+// is linked in already (rmsg's tests). Loaded inside the start, so the calls its libraries'
+// constructors make (libibverbs opening files) pass straight through. Not found: no
+// upgrade, every connection says `not_built`.
+void load_upgrade_module() {
+  const char* v = std::getenv("RMSG_UPGRADE");
+  if (v == nullptr || std::strcmp(v, "on") != 0 || upgrade_hooks() != nullptr) return;
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&g_upgrade_hooks), &self) == 0 || self.dli_fname == nullptr) {
+    return;
+  }
+  static constexpr char kName[] = "librmsg-upgrade.so";
+  char path[4096];
+  std::size_t n = std::strlen(self.dli_fname);
+  const char* slash = std::strrchr(self.dli_fname, '/');
+  std::size_t dir = slash == nullptr ? 0 : static_cast<std::size_t>(slash - self.dli_fname) + 1;
+  if (n >= sizeof path || dir + sizeof kName > sizeof path) return;
+  std::memcpy(path, self.dli_fname, dir);
+  std::memcpy(path + dir, kName, sizeof kName);
+  void* module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (module == nullptr) return;
+  using Entry = const void* (*)(const void*);
+  auto entry = reinterpret_cast<Entry>(dlsym(module, "rmsg_upgrade_module"));
+  if (entry == nullptr) return;
+  g_upgrade_hooks.store(static_cast<const UpgradeHooks*>(entry(&g_real)),
+                        std::memory_order_release);
+}
+
 Phase start() {
 #ifdef RMSG_POSIX_START_HOOK
   rmsg_posix_phase_one_hook();
@@ -83,6 +113,7 @@ Phase start() {
   Runtime& rt = g_runtime;
   rt.pid.store(static_cast<int>(syscall(SYS_getpid)), std::memory_order_relaxed);
   open_stats_file(rt);
+  load_upgrade_module();
 #ifdef RMSG_POSIX_START_HOOK
   rmsg_posix_start_hook();
 #endif
@@ -159,8 +190,13 @@ SocketObject* adopt(Runtime& rt, int fd, SocketState state) {
   return o;
 }
 
+std::atomic<const UpgradeHooks*> g_upgrade_hooks{nullptr};
+
 void release_object(Runtime& rt, SocketObject* o) {
   if (!FdTable::release(o)) return;
+  if (UpgradeConn* c = o->upgrade.exchange(nullptr, std::memory_order_acq_rel)) {
+    if (const UpgradeHooks* h = upgrade_hooks()) h->closed(*c, *o);
+  }
   report_closed(rt, *o);
   FdTable::free_object(o);
 }

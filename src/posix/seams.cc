@@ -40,3 +40,23 @@ std::string peer_text(const sockaddr_in6& peer) {
 }
 
 }  // namespace rmsg::posix::seams
+
+namespace rmsg::posix::seams {
+
+UpgradeView upgrade_view(int fd) {
+  UpgradeView v;
+  Runtime* rt = runtime();
+  const SocketObject* o = rt == nullptr ? nullptr : rt->table.object(fd);
+  if (o == nullptr) return v;
+  v.managed = true;
+  v.on_rdma = o->on_rdma.load();
+  v.bytes_in = o->bytes_in.load();
+  v.bytes_out = o->bytes_out.load();
+  v.rdma_bytes_in = o->rdma_bytes_in.load();
+  v.rdma_bytes_out = o->rdma_bytes_out.load();
+  v.upgrade_us = o->upgrade_us.load();
+  v.fallback = fallback_name(o->fallback.load());
+  return v;
+}
+
+}  // namespace rmsg::posix::seams

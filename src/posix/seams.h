@@ -24,4 +24,14 @@ int registrations(int fd, Registration* out, int max);
 // not use inet_ntop: a close in a signal handler may write a line).
 std::string peer_text(const sockaddr_in6& peer);
 
+// What the stats line would say of managed connection fd now (its RDMA upgrade).
+struct UpgradeView {
+  bool managed = false;
+  bool on_rdma = false;  // "transport": the path of the last byte
+  std::uint64_t bytes_in = 0, bytes_out = 0, rdma_bytes_in = 0, rdma_bytes_out = 0;
+  std::uint64_t upgrade_us = 0;
+  std::string fallback;  // "none" once upgraded
+};
+UpgradeView upgrade_view(int fd);
+
 }  // namespace rmsg::posix::seams

@@ -23,11 +23,27 @@ enum class SocketState : std::uint32_t {
   connected,   // connect() succeeded or accept() made it
 };
 
-// Why a connection runs on TCP rather than RDMA (the stats line's "fallback").
+// Why a connection runs on TCP rather than RDMA (the stats line's "fallback";
+// docs/socket-shim.md, "Fallback reasons").
 enum class Fallback : std::uint32_t {
-  none = 0,        // on RDMA (not yet possible: issue 19 is the TCP path)
-  rdma_not_built,  // this shim has no RDMA upgrade yet: every connection is TCP
+  none = 0,   // on RDMA
+  not_built,  // this library has no upgrade (a TCP-only build, or no upgrade engine in it)
+  policy,     // upgrade off (RMSG_UPGRADE), or this kind of socket is never upgraded
+  peer,       // the peer host answered without a shim (CM reject)
+  no_device,  // no RDMA device for the address
+  loopback,   // a loopback peer: no RDMA there
+  address,    // the acceptor found no such connection, or another source address
+  binding,    // the proof (nonce at the cut-over offset) did not come: a forged request
+  timeout,    // the attempt passed its deadline
+  busy,       // a binding already under way, or the rdma_cm port taken
+  bypass,     // a call the shim cannot carry on RDMA came first
+  version,    // the peer speaks another upgrade version
+  pending,    // an attempt is under way
 };
+inline constexpr std::uint32_t kFallbackReasons = 13;
+
+// Opaque to the shim's core: the upgrade engine's state of one connection (upgrade.h).
+struct UpgradeConn;
 
 struct SocketObject {
   std::atomic<SocketState> state{SocketState::free};
@@ -41,7 +57,15 @@ struct SocketObject {
   std::atomic<std::uint32_t> io_fork_epoch{0};
   std::atomic<std::uint64_t> bytes_in{0};
   std::atomic<std::uint64_t> bytes_out{0};
-  std::atomic<Fallback> fallback{Fallback::rdma_not_built};
+  std::atomic<Fallback> fallback{Fallback::not_built};
+  // Bytes of bytes_in/bytes_out that went over RDMA, and how long the upgrade took from
+  // the TCP connection's establishment to the last direction's cut-over (0: not upgraded).
+  std::atomic<std::uint64_t> rdma_bytes_in{0};
+  std::atomic<std::uint64_t> rdma_bytes_out{0};
+  std::atomic<std::uint64_t> upgrade_us{0};
+  std::atomic<bool> on_rdma{false};  // the path that carried the last byte is RDMA
+  // Non-null while the upgrade engine handles this connection's data calls.
+  std::atomic<UpgradeConn*> upgrade{nullptr};
   // Written before the object is published to a slot (accept) or by the connecting thread
   // (connect); read at report time. A torn read can only garble the stats line's peer.
   sockaddr_in6 peer{};  // sin6_family 0: unknown; AF_INET uses the sockaddr_in prefix

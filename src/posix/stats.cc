@@ -100,15 +100,17 @@ void add_peer(Line& line, const sockaddr_in6& peer) {
   }
 }
 
-const char* fallback_text(Fallback f) {
-  switch (f) {
-    case Fallback::none:
-      return "null";
-    case Fallback::rdma_not_built:
-      return "\"rdma upgrade not built (TCP only)\"";
-  }
-  return "null";
+}  // namespace
+
+const char* fallback_name(Fallback f) {
+  static constexpr const char* kNames[kFallbackReasons] = {
+      "none",    "not_built", "policy", "peer",   "no_device", "loopback", "address",
+      "binding", "timeout",   "busy",   "bypass", "version",   "pending"};
+  auto i = static_cast<std::uint32_t>(f);
+  return i < kFallbackReasons ? kNames[i] : "unknown";
 }
+
+namespace {
 
 // The owner reports; at close, not when it forked since it last touched the connection:
 // it handed the connection to the child (an accept-then-fork server), which reports it
@@ -146,12 +148,32 @@ void write_line(Runtime& rt, const SocketObject& o) {
   line.add(static_cast<std::uint64_t>(rt.pid.load(std::memory_order_relaxed)));
   line.add(",\"peer\":");
   add_peer(line, o.peer);
-  line.add(",\"transport\":\"tcp\",\"bytes_in\":");
+  line.add(o.on_rdma.load(std::memory_order_relaxed) ? ",\"transport\":\"rdma\""
+                                                     : ",\"transport\":\"tcp\"");
+  line.add(",\"bytes_in\":");
   line.add(o.bytes_in.load(std::memory_order_relaxed));
   line.add(",\"bytes_out\":");
   line.add(o.bytes_out.load(std::memory_order_relaxed));
+  line.add(",\"rdma_bytes_in\":");
+  line.add(o.rdma_bytes_in.load(std::memory_order_relaxed));
+  line.add(",\"rdma_bytes_out\":");
+  line.add(o.rdma_bytes_out.load(std::memory_order_relaxed));
+  line.add(",\"upgrade_us\":");
+  std::uint64_t us = o.upgrade_us.load(std::memory_order_relaxed);
+  if (us == 0) {
+    line.add("null");
+  } else {
+    line.add(us);
+  }
   line.add(",\"fallback\":");
-  line.add(fallback_text(o.fallback.load(std::memory_order_relaxed)));
+  Fallback f = o.fallback.load(std::memory_order_relaxed);
+  if (f == Fallback::none) {
+    line.add("null");
+  } else {
+    line.add("\"");
+    line.add(fallback_name(f));
+    line.add("\"");
+  }
   line.add("}\n");
   if (line.n == sizeof line.buf) line.buf[line.n - 1] = '\n';
   int saved = errno;  // close() and exit must not see the report's errno

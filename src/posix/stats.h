@@ -17,6 +17,9 @@ namespace rmsg::posix {
 // out; returns its length (at most cap).
 std::size_t format_peer(const sockaddr_in6& peer, char* out, std::size_t cap);
 
+// The stats line's name of a fallback reason ("peer", "timeout", ...).
+const char* fallback_name(Fallback f);
+
 // A connection whose last descriptor in this process just closed.
 void report_closed(Runtime& rt, const SocketObject& o);
 // Every connection this process owns and still holds (at exit).

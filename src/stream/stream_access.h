@@ -7,9 +7,12 @@
 
 #include "rmsg/stream.h"
 
-namespace rmsg::detail {
+namespace rmsg {
 
-struct StreamAccess {
+// A member of Stream, so it reaches the handle's implementation without a friend in the
+// public header.
+class Stream::Access {
+ public:
   // The implementation behind `stream`, or null for an empty handle.
   static StreamImpl* impl(const Stream& stream) noexcept { return stream.impl_.get(); }
   // The implementation as transport type T, or null when it is another transport.
@@ -19,4 +22,8 @@ struct StreamAccess {
   }
 };
 
-}  // namespace rmsg::detail
+namespace detail {
+using StreamAccess = Stream::Access;
+}  // namespace detail
+
+}  // namespace rmsg

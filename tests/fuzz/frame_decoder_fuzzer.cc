@@ -15,7 +15,7 @@
 #include "fuzz_decoder_trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace rmsg::msg;
+  using namespace rmsg::wire;
   if (size < 2) return 0;
   const std::uint8_t mode = data[0];
   const std::uint8_t seed = data[1];

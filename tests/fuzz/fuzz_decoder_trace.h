@@ -15,11 +15,11 @@
 #include <span>
 #include <vector>
 
-#include "msg/crc32c.h"
-#include "msg/frame_decoder.h"
-#include "msg/frame_encoder.h"
+#include "wire/crc32c.h"
+#include "wire/frame_decoder.h"
+#include "wire/frame_encoder.h"
 
-namespace rmsg::msg::fuzz {
+namespace rmsg::wire::fuzz {
 
 inline void check(bool ok) {
   if (!ok) __builtin_trap();
@@ -135,4 +135,4 @@ inline std::vector<Event> run_prepare(WireDecoder& dec, std::span<const std::byt
   return trace;
 }
 
-}  // namespace rmsg::msg::fuzz
+}  // namespace rmsg::wire::fuzz

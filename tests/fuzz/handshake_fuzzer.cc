@@ -12,18 +12,18 @@
 #include <vector>
 
 #include "fuzz_decoder_trace.h"
-#include "msg/banner.h"
-#include "msg/frame_bytes.h"
+#include "wire/banner.h"
+#include "wire/frame_bytes.h"
 
 namespace {
 
-using namespace rmsg::msg;
+using namespace rmsg::wire;
 
 constexpr std::size_t kFields = 20;
 
 Banner banner_at(const std::byte* p) {
-  return Banner{wire::load_le<std::uint16_t>(p), wire::load_le<std::uint16_t>(p + 2),
-                wire::load_le<std::uint64_t>(p + 4), wire::load_le<std::uint64_t>(p + 12)};
+  return Banner{load_le<std::uint16_t>(p), load_le<std::uint16_t>(p + 2),
+                load_le<std::uint64_t>(p + 4), load_le<std::uint64_t>(p + 12)};
 }
 
 std::vector<fuzz::Event> side(const Banner& local, const Banner& peer,

@@ -15,12 +15,12 @@
 #include <cstring>
 #include <span>
 
-#include "msg/reconnect_decision.h"
-#include "msg/session_frames.h"
+#include "session/reconnect_decision.h"
+#include "wire/session_frames.h"
 
 namespace {
 
-using namespace rmsg::msg;
+using namespace rmsg::session;
 
 void check(bool ok) {
   if (!ok) __builtin_trap();

@@ -5,17 +5,17 @@
 
 #include <array>
 
-#include "msg/banner.h"
-#include "msg/frame_encoder.h"
 #include "msg/heap_in_use.h"
 #include "msg/messenger_loopback_fixture.h"
-#include "msg/reassembly.h"
-#include "msg/session_frames.h"
+#include "session/reassembly.h"
+#include "wire/banner.h"
+#include "wire/frame_encoder.h"
+#include "wire/session_frames.h"
 
 namespace rmsg::testing {
 namespace {
 
-using msg::FrameType;
+using wire::FrameType;
 
 class MessengerBadInputTest : public MessengerLoopbackTest {
  protected:
@@ -34,21 +34,21 @@ class MessengerBadInputTest : public MessengerLoopbackTest {
       bytes = bytes.subspan(n.value());
     }
   }
-  void write_banner() { write_raw(msg::encode_banner(msg::Banner{})); }
+  void write_banner() { write_raw(wire::encode_banner(wire::Banner{})); }
   void write_frame(FrameType type, std::span<const std::byte> a,
                    std::span<const std::byte> b = {}) {
     std::array<std::byte, 4096> buf{};
-    const msg::Segment segs[2] = {{a, 0}, {b, 0}};
-    auto n = msg::encode_frame_to(buf, type, std::span(segs, b.empty() ? 1 : 2), {});
+    const wire::Segment segs[2] = {{a, 0}, {b, 0}};
+    auto n = wire::encode_frame_to(buf, type, std::span(segs, b.empty() ? 1 : 2), {});
     ASSERT_TRUE(n.ok()) << n.error().message();
     write_raw(std::span(buf).first(n.value()));
   }
-  void write_hello(msg::Cookie cookie = 77, std::uint64_t global_seq = 1) {
-    const auto h = msg::encode(msg::Hello{.node = 9,
-                                          .target = kB,
-                                          .client_cookie = cookie,
-                                          .global_seq = global_seq,
-                                          .connect_seq = 1});
+  void write_hello(wire::Cookie cookie = 77, std::uint64_t global_seq = 1) {
+    const auto h = wire::encode(wire::Hello{.node = 9,
+                                            .target = kB,
+                                            .client_cookie = cookie,
+                                            .global_seq = global_seq,
+                                            .connect_seq = 1});
     write_frame(FrameType::client_ident, h);
   }
   // Runs until B counted `error` once, and checks that the raw stream was closed on.
@@ -105,13 +105,13 @@ TEST_F(MessengerBadInputTest, BadSegmentCrc) {
   connect_raw();
   write_banner();
   write_hello();
-  const auto h = msg::encode(msg::MessageHeader{1, 0, 0});
+  const auto h = wire::encode(wire::MessageHeader{1, 0, 0});
   std::array<std::byte, 16> body{};
   std::array<std::byte, 4096> buf{};
-  const msg::Segment segs[2] = {{h, 0}, {body, 0}};
-  auto n = msg::encode_frame_to(buf, FrameType::message, segs, {});
+  const wire::Segment segs[2] = {{h, 0}, {body, 0}};
+  auto n = wire::encode_frame_to(buf, FrameType::message, segs, {});
   ASSERT_TRUE(n.ok());
-  buf[msg::kPreambleSize + msg::MessageHeader::kSize + 3] ^= std::byte{1};  // a payload bit
+  buf[wire::kPreambleSize + wire::MessageHeader::kSize + 3] ^= std::byte{1};  // a payload bit
   write_raw(std::span(buf).first(n.value()));
   expect_closed_with("segment_crc");
   EXPECT_EQ(b_.node.ledger.delivered, 0u);  // the frame is not delivered
@@ -120,12 +120,12 @@ TEST_F(MessengerBadInputTest, BadSegmentCrc) {
 TEST_F(MessengerBadInputTest, OversizeFrameIsRefusedBeforeAllocation) {
   connect_raw();
   write_banner();
-  msg::Preamble p;
+  wire::Preamble p;
   p.type = FrameType::message;
   p.segment_count = 1;
   p.lengths[0] = 1u << 30;  // a valid CRC, but over max_message_size
-  std::array<std::byte, msg::kPreambleSize> out{};
-  msg::encode_preamble(p, out);
+  std::array<std::byte, wire::kPreambleSize> out{};
+  wire::encode_preamble(p, out);
   write_raw(out);
   expect_closed_with("oversize");
 }
@@ -133,7 +133,7 @@ TEST_F(MessengerBadInputTest, OversizeFrameIsRefusedBeforeAllocation) {
 TEST_F(MessengerBadInputTest, MessageBeforeTheHandshake) {
   connect_raw();
   write_banner();
-  const auto h = msg::encode(msg::MessageHeader{1, 0, 0});
+  const auto h = wire::encode(wire::MessageHeader{1, 0, 0});
   write_frame(FrameType::message, h);
   expect_closed_with("unexpected_frame");
 }
@@ -150,7 +150,7 @@ TEST_F(MessengerBadInputTest, SequenceGap) {
   connect_raw();
   write_banner();
   write_hello();
-  const auto h = msg::encode(msg::MessageHeader{5, 0, 0});  // 1 expected
+  const auto h = wire::encode(wire::MessageHeader{5, 0, 0});  // 1 expected
   std::array<std::byte, 16> body{};
   write_frame(FrameType::message, h, body);
   expect_closed_with("sequence_gap");
@@ -161,7 +161,7 @@ TEST_F(MessengerBadInputTest, AckOfAMessageNeverSent) {
   connect_raw();
   write_banner();
   write_hello();
-  write_frame(FrameType::ack, msg::encode(msg::Value64{99}));
+  write_frame(FrameType::ack, wire::encode(wire::Value64{99}));
   expect_closed_with("bad_ack");
 }
 
@@ -201,7 +201,7 @@ TEST_F(MessengerBadInputTest, AnAbandonedIdentReadLateDoesNotResetTheNewerSessio
   EXPECT_EQ(b_.node.counter("msg.resets"), 1u) << "the newer session was reset";
   // The current connection is still the session's: B reads a message from it.
   raw_ = std::move(current);
-  const auto h = msg::encode(msg::MessageHeader{1, 0, 0});
+  const auto h = wire::encode(wire::MessageHeader{1, 0, 0});
   std::array<std::byte, 16> body{};
   write_frame(FrameType::message, h, body);
   ASSERT_TRUE(run([&] { return b_.node.ledger.delivered == 1; }));
@@ -227,8 +227,8 @@ void flood(EventLoop& loop, Stream& raw, std::span<const std::byte> frame, int c
 
 std::vector<std::byte> control_frame(FrameType type, std::span<const std::byte> payload) {
   std::array<std::byte, 256> buf{};
-  const msg::Segment seg{payload, 0};
-  auto n = msg::encode_frame_to(buf, type, std::span(&seg, 1), {});
+  const wire::Segment seg{payload, 0};
+  auto n = wire::encode_frame_to(buf, type, std::span(&seg, 1), {});
   return {buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n.value())};
 }
 
@@ -243,7 +243,7 @@ TEST_F(MessengerBadInputTest, KeepalivesFromAPeerThatNeverReadsGrowNothingBeyond
   write_banner();
   write_hello();
   ASSERT_TRUE(run([&] { return b_.node.counter("msg.decisions.accept") == 1; }));
-  const auto ka = control_frame(FrameType::keepalive, msg::encode(msg::Value64{1}));
+  const auto ka = control_frame(FrameType::keepalive, wire::encode(wire::Value64{1}));
   flood(*loop_, raw_, ka, 3000);  // the loopback pipe back to us (64 KiB) fills up first
   const std::size_t before = heap_in_use();
   flood(*loop_, raw_, ka, 20000);  // ~0.9 MB of acks without the bound
@@ -270,7 +270,7 @@ TEST_F(MessengerBadInputTest, HandshakeAnswersToAPeerThatNeverReadsAreBounded) {
   // The same session's cookie with an old global_seq: answered retry_global, each time.
   const auto stale = control_frame(
       FrameType::client_ident,
-      msg::encode(msg::Hello{
+      wire::encode(wire::Hello{
           .node = 9, .target = kB, .client_cookie = 77, .global_seq = 1, .connect_seq = 2}));
   const std::size_t before = heap_in_use();
   flood(*loop_, raw_, stale, 20000);  // ~1 MB of answers without the bound
@@ -299,9 +299,9 @@ namespace {
 // with bad_fragment and nothing of the message is delivered.
 class MessengerBadFragmentTest : public MessengerBadInputTest {
  protected:
-  void write_piece(msg::Seq seq, bool more, std::size_t len = 512, std::uint32_t lane = 0) {
-    const auto h = msg::encode(
-        msg::MessageHeader{seq, 0, (lane << 8) | (more ? msg::kFlagMoreFragments : 0u)});
+  void write_piece(wire::Seq seq, bool more, std::size_t len = 512, std::uint32_t lane = 0) {
+    const auto h = wire::encode(
+        wire::MessageHeader{seq, 0, (lane << 8) | (more ? session::kFlagMoreFragments : 0u)});
     std::vector<std::byte> body(len);
     write_frame(FrameType::message, h, body);
   }

@@ -8,30 +8,30 @@
 #include <map>
 #include <vector>
 
-#include "msg/banner.h"
-#include "msg/frame_encoder.h"
 #include "msg/heap_in_use.h"
 #include "msg/messenger_loopback_fixture.h"
 #include "msg/rpc_loopback_fixture.h"
-#include "msg/session_frames.h"
+#include "wire/banner.h"
+#include "wire/frame_encoder.h"
+#include "wire/session_frames.h"
 
 namespace rmsg::testing {
 namespace {
 
-using msg::FrameType;
+using wire::FrameType;
 using namespace std::chrono_literals;
 
 class MessengerLimitsTest : public MessengerLoopbackTest {
  protected:
   // A raw peer: connected to B, banner and client_ident of `node` written.
-  Stream raw_peer(NodeId node, msg::Cookie cookie = 77) {
+  Stream raw_peer(NodeId node, wire::Cookie cookie = 77) {
     Stream s;
     loopback_connect(*loop_, "lo", kPortB, {}, [&s](Result<Stream> r) {
       if (r.ok()) s = std::move(r).value();
     });
     EXPECT_TRUE(run([&] { return s.valid(); }));
-    write_all(s, msg::encode_banner(msg::Banner{}));
-    const auto h = msg::encode(msg::Hello{
+    write_all(s, wire::encode_banner(wire::Banner{}));
+    const auto h = wire::encode(wire::Hello{
         .node = node, .target = kB, .client_cookie = cookie, .global_seq = 1, .connect_seq = 1});
     write_frame(s, FrameType::client_ident, h);
     return s;
@@ -46,14 +46,14 @@ class MessengerLimitsTest : public MessengerLoopbackTest {
   static void write_frame(Stream& s, FrameType type, std::span<const std::byte> a,
                           std::span<const std::byte> b = {}) {
     std::array<std::byte, 512> buf{};
-    const msg::Segment segs[2] = {{a, 0}, {b, 0}};
-    auto n = msg::encode_frame_to(buf, type, std::span(segs, b.empty() ? 1 : 2), {});
+    const wire::Segment segs[2] = {{a, 0}, {b, 0}};
+    auto n = wire::encode_frame_to(buf, type, std::span(segs, b.empty() ? 1 : 2), {});
     ASSERT_TRUE(n.ok()) << n.error().message();
     write_all(s, std::span(buf).first(n.value()));
   }
   // A message from a raw peer (its first: number 1).
   static void write_request(Stream& s) {
-    const auto h = msg::encode(msg::MessageHeader{1, 0, 0});
+    const auto h = wire::encode(wire::MessageHeader{1, 0, 0});
     std::array<std::byte, 8> body{};
     write_frame(s, FrameType::message, h, body);
   }

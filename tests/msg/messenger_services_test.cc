@@ -1,18 +1,16 @@
 // Services: several users of one messenger share one session per peer (an RpcEndpoint and
 // a raw-message user), each sees only its own messages and every session event; the
-// message header's service field; the peek at an inbound hello that routes accepted TCP
-// connections to their loop.
+// message header's service field.
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "msg/accept_router.h"
-#include "msg/banner.h"
-#include "msg/crc32c.h"
-#include "msg/frame_encoder.h"
 #include "msg/messenger_loopback_fixture.h"
 #include "msg/rpc_fixture.h"
-#include "msg/session_frames.h"
+#include "wire/banner.h"
+#include "wire/crc32c.h"
+#include "wire/frame_encoder.h"
+#include "wire/session_frames.h"
 
 namespace rmsg::testing {
 namespace {
@@ -21,15 +19,15 @@ using Kind = SessionEvent::Kind;
 constexpr ServiceId kRpc = 7;
 
 TEST(MessageHeaderService, SitsAtBytes20And21AndOldHeadersReadAsZero) {
-  const auto b = msg::encode(msg::MessageHeader{1, 2, 0, 0xBEEF});
+  const auto b = wire::encode(wire::MessageHeader{1, 2, 0, 0xBEEF});
   EXPECT_EQ(b[20], std::byte{0xEF});
   EXPECT_EQ(b[21], std::byte{0xBE});
   EXPECT_EQ(b[22], std::byte{0});
   EXPECT_EQ(b[23], std::byte{0});
   auto copy = b;
   copy[22] = std::byte{0xFF};  // reserved: ignored
-  EXPECT_EQ(msg::decode_message_header(copy)->service, 0xBEEF);
-  EXPECT_EQ(msg::decode_message_header(msg::encode(msg::MessageHeader{1, 2, 0}))->service, 0);
+  EXPECT_EQ(wire::decode_message_header(copy)->service, 0xBEEF);
+  EXPECT_EQ(wire::decode_message_header(wire::encode(wire::MessageHeader{1, 2, 0}))->service, 0);
 }
 
 class MessengerServicesTest : public MessengerLoopbackTest {};
@@ -157,64 +155,6 @@ TEST_F(MessengerServicesTest, AnAttachFromAnotherThreadHoldsForTheNextMessageAlr
   EXPECT_EQ(b_.node.counter("msg.unknown_service"), 0u);
   ASSERT_TRUE(a_.node.m->send(kB, numbered(3), 9).ok());  // the posted attach changed nothing
   ASSERT_TRUE(run([&] { return got == 2; }));
-}
-
-// A valid banner with an `ext`-byte extension (the router checks it whole), then a hello
-// preamble and payload (the router reads only the node field of those).
-std::vector<std::byte> hello_bytes(NodeId node, std::size_t ext = 0) {
-  const auto banner = msg::encode_banner(msg::Banner{});
-  std::vector<std::byte> out(banner.begin(), banner.begin() + msg::kBannerFixedSize);
-  out[12] = static_cast<std::byte>(ext & 0xff);
-  out[13] = static_cast<std::byte>(ext >> 8);
-  out.resize(msg::kBannerFixedSize + ext);
-  const std::uint32_t crc = msg::crc32c(out);
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>(crc >> (8 * i)));
-  msg::Hello h;
-  h.node = node;
-  h.client_cookie = 5;
-  const auto payload = msg::encode(h);
-  std::vector<std::byte> frame(msg::kPreambleSize);
-  frame[0] = static_cast<std::byte>(msg::FrameType::client_ident);
-  frame[2] = std::byte{1};
-  frame[4] = static_cast<std::byte>(payload.size());
-  out.insert(out.end(), frame.begin(), frame.end());
-  out.insert(out.end(), payload.begin(), payload.end());
-  return out;
-}
-
-TEST(HelloPeek, FindsTheNodeAndAsksForWhatIsMissing) {
-  using V = msg::HelloPeek::Verdict;
-  const auto b = hello_bytes(0x1234, 10);
-  for (std::size_t n = 0; n < msg::kBannerSize + 10 + msg::kPreambleSize + 8; ++n) {
-    const auto p = msg::peek_hello(std::span(b).first(n));
-    ASSERT_EQ(p.verdict, V::need_more) << n;
-    EXPECT_GT(p.need, n);
-    EXPECT_LE(p.need, msg::peek_hello_cap());
-  }
-  const auto p = msg::peek_hello(b);
-  ASSERT_EQ(p.verdict, V::node);
-  EXPECT_EQ(p.node, 0x1234u);
-}
-
-TEST(HelloPeek, RejectsWhatIsNoMessengerHello) {
-  using V = msg::HelloPeek::Verdict;
-  const std::string http = "GET / HTTP/1.1\r\n";
-  EXPECT_EQ(msg::peek_hello({reinterpret_cast<const std::byte*>(http.data()), http.size()}).verdict,
-            V::malformed);
-  auto wrong_type = hello_bytes(7);  // fresh, not a copy (GCC -O3 warns on the copy)
-  wrong_type[msg::kBannerSize] = static_cast<std::byte>(msg::FrameType::message);
-  EXPECT_EQ(msg::peek_hello(wrong_type).verdict, V::malformed);
-  auto long_ext = hello_bytes(7);
-  long_ext[13] = std::byte{0x10};  // 4096 > 256
-  EXPECT_EQ(msg::peek_hello(long_ext).verdict, V::malformed);
-  EXPECT_EQ(msg::peek_hello(hello_bytes(0)).verdict, V::malformed);
-  // A banner the shard would refuse is refused as soon as it is complete, not at the
-  // handshake timeout: a bad CRC, and a version this build does not speak.
-  auto bad_crc = hello_bytes(7);
-  bad_crc[msg::kBannerFixedSize] ^= std::byte{1};
-  EXPECT_EQ(msg::peek_hello(std::span(bad_crc).first(msg::kBannerSize)).verdict, V::malformed);
-  const auto v9 = msg::encode_banner(msg::Banner{.version_min = 9, .version_max = 9});
-  EXPECT_EQ(msg::peek_hello(v9).verdict, V::malformed);
 }
 
 }  // namespace

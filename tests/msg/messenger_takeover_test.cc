@@ -7,16 +7,16 @@
 
 #include <array>
 
-#include "msg/banner.h"
-#include "msg/frame_decoder.h"
-#include "msg/frame_encoder.h"
 #include "msg/messenger_loopback_fixture.h"
-#include "msg/session_frames.h"
+#include "wire/banner.h"
+#include "wire/frame_decoder.h"
+#include "wire/frame_encoder.h"
+#include "wire/session_frames.h"
 
 namespace rmsg::testing {
 namespace {
 
-using msg::FrameType;
+using wire::FrameType;
 using namespace std::chrono_literals;
 
 class MessengerTakeoverTest : public MessengerLoopbackTest {
@@ -36,13 +36,13 @@ class MessengerTakeoverTest : public MessengerLoopbackTest {
     });
     ASSERT_TRUE(run([&] { return claimant_.valid(); }));
     std::vector<std::byte> out;
-    const auto banner = msg::encode_banner(msg::Banner{});
+    const auto banner = wire::encode_banner(wire::Banner{});
     out.insert(out.end(), banner.begin(), banner.end());
-    const auto h = msg::encode(msg::Hello{
+    const auto h = wire::encode(wire::Hello{
         .node = kA, .target = kB, .client_cookie = 0xc1a1, .global_seq = 1, .connect_seq = 1});
     std::array<std::byte, 512> buf{};
-    const msg::Segment seg{h, 0};
-    auto n = msg::encode_frame_to(buf, FrameType::client_ident, std::span(&seg, 1), {});
+    const wire::Segment seg{h, 0};
+    auto n = wire::encode_frame_to(buf, FrameType::client_ident, std::span(&seg, 1), {});
     ASSERT_TRUE(n.ok());
     out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n.value()));
     auto w = claimant_.write(out);
@@ -79,20 +79,20 @@ TEST_F(MessengerTakeoverTest, ARestartClaimedWhileTheConnectionAnswersIsRefused)
   ASSERT_TRUE(run([&] { return b_.node.counter("msg.duplicate_node") == 1; }));
   const auto answer = claimant_reads(1s);
   // Its banner, then one close frame whose reason is duplicate_node (and no welcome).
-  ASSERT_GT(answer.size(), msg::kBannerSize);
-  msg::WireDecoder dec(msg::DecoderOptions{.local = msg::Banner{}, .limits = {}});
+  ASSERT_GT(answer.size(), wire::kBannerSize);
+  wire::WireDecoder dec(wire::DecoderOptions{.local = wire::Banner{}, .limits = {}});
   std::span<const std::byte> in(answer);
-  std::vector<msg::Frame> frames;
+  std::vector<wire::Frame> frames;
   while (!in.empty()) {
     const auto ev = dec.feed(in);
-    ASSERT_NE(ev, msg::DecodeEvent::error);
-    if (ev == msg::DecodeEvent::frame) frames.push_back(dec.take_frame());
+    ASSERT_NE(ev, wire::DecodeEvent::error);
+    if (ev == wire::DecodeEvent::frame) frames.push_back(dec.take_frame());
   }
   ASSERT_EQ(frames.size(), 1u);
   EXPECT_EQ(frames[0].type(), FrameType::close);
-  auto reason = msg::decode_reason(frames[0].segment(0));
+  auto reason = wire::decode_reason(frames[0].segment(0));
   ASSERT_TRUE(reason.ok());
-  EXPECT_EQ(reason->reason, msg::CloseReason::duplicate_node);
+  EXPECT_EQ(reason->reason, wire::CloseReason::duplicate_node);
   EXPECT_EQ(b_.node.count(SessionEvent::Kind::reset), 0);
   EXPECT_EQ(a_.node.count(SessionEvent::Kind::reset), 0);
   EXPECT_EQ(a_.node.count(SessionEvent::Kind::disconnected), 0);

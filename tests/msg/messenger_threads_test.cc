@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "msg/banner.h"
 #include "msg/msg_harness.h"
 #include "rmsg/loop_threads.h"
 #include "rmsg/messenger.h"
 #include "rmsg/rpc.h"
+#include "wire/banner.h"
 
 namespace rmsg::testing {
 namespace {
@@ -376,8 +376,8 @@ TEST(MessengerThreads, TheRouterClosesAPartialBannerThatHungUpAtOnce) {
   // without a hangup, not at the handshake timeout (B3).
   const int bad = raw_connect(addr);
   ASSERT_GE(bad, 0);
-  auto banner = msg::encode_banner(msg::Banner{});
-  banner[msg::kBannerFixedSize] ^= std::byte{1};
+  auto banner = wire::encode_banner(wire::Banner{});
+  banner[wire::kBannerFixedSize] ^= std::byte{1};
   ASSERT_EQ(::send(bad, banner.data(), banner.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(banner.size()));
   const auto t1 = l0.now();

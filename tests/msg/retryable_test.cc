@@ -10,7 +10,7 @@
 #include <system_error>
 #include <vector>
 
-#include "msg/frame_errors.h"
+#include "wire/frame_errors.h"
 #include "rmsg/connection_manager.h"
 #include "rmsg/messenger.h"
 #include "rmsg/rdma_errors.h"
@@ -60,8 +60,8 @@ std::vector<Contract> contracts() {
       {"rpc", [](int c) { return make_error_code(static_cast<RpcErrc>(c)); }, 7,
        ints({RpcErrc::timeout, RpcErrc::session_reset})},
       {"wire",
-       [](int c) { return msg::make_error_code(static_cast<msg::WireErrc>(c)); },
-       static_cast<int>(msg::kWireErrcCount) - 1,
+       [](int c) { return wire::make_error_code(static_cast<wire::WireErrc>(c)); },
+       static_cast<int>(wire::kWireErrcCount) - 1,
        {}},
   };
 }

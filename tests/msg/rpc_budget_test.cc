@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "msg/rpc_loopback_fixture.h"
-#include "msg/rpc_wire.h"
+#include "wire/rpc_wire.h"
 
 namespace rmsg::testing {
 namespace {
@@ -65,21 +65,21 @@ TEST_F(RpcBudgetTest, HostileBudgetsMeanNoDeadline) {
   auto& raw = *m.value();
   ASSERT_TRUE(raw.add_peer(kB, loopback_params(kPortB)).ok());
   const std::vector<std::uint64_t> budgets = {
-      msg::kNoBudget - 1, std::uint64_t{1} << 63, std::uint64_t{9'223'372'036'854'775},
+      wire::kNoBudget - 1, std::uint64_t{1} << 63, std::uint64_t{9'223'372'036'854'775},
       std::uint64_t{9'223'372'036'854'776}, std::uint64_t{1} << 62};
-  msg::RpcHeader h;
-  h.kind = msg::RpcKind::request;
+  wire::RpcHeader h;
+  h.kind = wire::RpcKind::request;
   h.word = kSee;
   for (std::size_t i = 0; i < budgets.size(); ++i) {
     h.id = i + 1;
     h.budget_us = budgets[i];
-    ASSERT_TRUE(raw.send(kB, msg::encode_rpc(h, {})).ok());
+    ASSERT_TRUE(raw.send(kB, wire::encode_rpc(h, {})).ok());
   }
   ASSERT_TRUE(run([&] { return got.size() == budgets.size(); }));
   for (const auto& reply : got) {
-    const auto r = msg::decode_rpc(reply);
+    const auto r = wire::decode_rpc(reply);
     ASSERT_TRUE(r.has_value());
-    EXPECT_EQ(r->status, msg::RpcStatus::ok) << r->id;
+    EXPECT_EQ(r->status, wire::RpcStatus::ok) << r->id;
   }
   ASSERT_EQ(seen_.size(), budgets.size());
   for (const auto& d : seen_) EXPECT_EQ(d, Clock::time_point::max());

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "msg/rpc_loopback_fixture.h"
-#include "msg/rpc_wire.h"
+#include "wire/rpc_wire.h"
 
 namespace rmsg::testing {
 namespace {
@@ -54,21 +54,21 @@ TEST_F(RpcLoopbackTest, EarlyCancelsAreBoundedAndPruned) {
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(call(kEcho, "e").ok());
   ASSERT_TRUE(run([&] { return done_.size() == 5; }));
   for (CallId stale : {CallId{2}, CallId{3}, CallId{4}}) {
-    msg::RpcHeader h;
-    h.kind = msg::RpcKind::cancel;
+    wire::RpcHeader h;
+    h.kind = wire::RpcKind::cancel;
     h.id = stale;
-    ASSERT_TRUE(a_.ep->messenger().send(kB, msg::encode_rpc(h, {})).ok());
+    ASSERT_TRUE(a_.ep->messenger().send(kB, wire::encode_rpc(h, {})).ok());
   }
   ASSERT_TRUE(run([&] { return b_.counter("rpc.server.early_cancels") == 3; }));
   EXPECT_EQ(b_.counter("rpc.server.early_cancels_forgotten"), 1u);  // 2: past the bound
   // A retry (flag set) of a remembered id runs, and clears it.
-  msg::RpcHeader r;
-  r.kind = msg::RpcKind::request;
-  r.flags = msg::kRpcFlagDedupe;
+  wire::RpcHeader r;
+  r.kind = wire::RpcKind::request;
+  r.flags = wire::kRpcFlagDedupe;
   r.word = kEcho;
   r.id = 3;
-  r.budget_us = msg::kNoBudget;
-  ASSERT_TRUE(a_.ep->messenger().send(kB, msg::encode_rpc(r, bytes_of("retry"))).ok());
+  r.budget_us = wire::kNoBudget;
+  ASSERT_TRUE(a_.ep->messenger().send(kB, wire::encode_rpc(r, bytes_of("retry"))).ok());
   ASSERT_TRUE(run([&] { return runs_ == 6; }));
   // A large request with a higher id (6) clears the lower one left (4).
   const CallId big = call(kEcho, std::string(std::size_t{1} << 20, 'y')).value();

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "msg/rpc_loopback_fixture.h"
-#include "msg/rpc_wire.h"
+#include "wire/rpc_wire.h"
 
 namespace rmsg::testing {
 namespace {
@@ -70,7 +70,7 @@ TEST_F(RpcLoopbackTest, EveryReplyStatusReachesTheCaller) {
   EXPECT_EQ(done_[late].error, make_error_code(RpcErrc::shutting_down));
   // Refused before anything is sent.
   EXPECT_EQ(call(kEcho, "x", Duration{0}).error(), make_error_code(RpcErrc::timeout));
-  const std::size_t max_body = rpc_options(kA).messenger.max_message_size - msg::RpcHeader::kSize;
+  const std::size_t max_body = rpc_options(kA).messenger.max_message_size - wire::RpcHeader::kSize;
   EXPECT_EQ(call(kEcho, std::string(max_body + 1, 'x')).error(),
             make_error_code(RpcErrc::too_large));
 }
@@ -300,26 +300,26 @@ TEST_F(RpcLoopbackTest, ServerRefusesARequestWithoutBudget) {
   ASSERT_TRUE(m.ok());
   auto& raw = *m.value();
   ASSERT_TRUE(raw.add_peer(kB, loopback_params(kPortB)).ok());
-  msg::RpcHeader h;
-  h.kind = msg::RpcKind::request;
+  wire::RpcHeader h;
+  h.kind = wire::RpcKind::request;
   h.word = kEcho;
   h.id = 9;
   h.budget_us = 0;
-  ASSERT_TRUE(raw.send(kB, msg::encode_rpc(h, {})).ok());
+  ASSERT_TRUE(raw.send(kB, wire::encode_rpc(h, {})).ok());
   ASSERT_TRUE(raw.send(kB, std::vector<std::byte>(30, std::byte{0xff})).ok());  // not RPC
   h.id = 10;
-  h.budget_us = msg::kNoBudget;
-  ASSERT_TRUE(raw.send(kB, msg::encode_rpc(h, bytes_of("ok"))).ok());
+  h.budget_us = wire::kNoBudget;
+  ASSERT_TRUE(raw.send(kB, wire::encode_rpc(h, bytes_of("ok"))).ok());
   ASSERT_TRUE(run([&] { return got.size() == 2; }));
-  const auto r0 = msg::decode_rpc(got[0]);
+  const auto r0 = wire::decode_rpc(got[0]);
   ASSERT_TRUE(r0.has_value());
-  EXPECT_EQ(r0->kind, msg::RpcKind::reply);
+  EXPECT_EQ(r0->kind, wire::RpcKind::reply);
   EXPECT_EQ(r0->id, 9u);
-  EXPECT_EQ(r0->status, msg::RpcStatus::timeout);
-  const auto r1 = msg::decode_rpc(got[1]);
+  EXPECT_EQ(r0->status, wire::RpcStatus::timeout);
+  const auto r1 = wire::decode_rpc(got[1]);
   ASSERT_TRUE(r1.has_value());
   EXPECT_EQ(r1->id, 10u);
-  EXPECT_EQ(r1->status, msg::RpcStatus::ok);
+  EXPECT_EQ(r1->status, wire::RpcStatus::ok);
   EXPECT_EQ(runs_, 1);
   EXPECT_EQ(b_.counter("rpc.server.expired"), 1u);
   EXPECT_EQ(b_.counter("rpc.bad_messages"), 1u);

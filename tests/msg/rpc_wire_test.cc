@@ -4,10 +4,12 @@
 #include <vector>
 
 #include "msg/rpc_dedupe.h"
-#include "msg/rpc_wire.h"
+#include "wire/rpc_wire.h"
 
 namespace rmsg::msg {
 namespace {
+
+using namespace rmsg::wire;  // NOLINT(google-build-using-namespace): the codec under test
 
 TEST(RpcWire, RoundTripsEveryField) {
   RpcHeader h;

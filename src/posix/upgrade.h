@@ -1,0 +1,57 @@
+// The seam between the shim's core and its RDMA upgrade engine (docs/socket-shim.md, "The
+// RDMA upgrade"). The core knows nothing of RDMA: at listen(), at an established
+// connection and at the last close it asks the engine through g_upgrade_hooks, and while a
+// connection's SocketObject::upgrade is set, its data calls, shutdown and readiness go
+// through the engine. Null hooks (the preload and librmsg-socket of this version, a
+// TCP-only build): every connection stays the kernel's TCP, fallback `not_built`.
+//
+// Threads: every hook may be called from any program thread; the engine runs its own loop
+// thread. The upgraded data path takes a mutex (not async-signal-safe); the TCP path of a
+// connection without `upgrade` is untouched.
+#pragma once
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <atomic>
+
+#include "posix/socket_object.h"
+
+namespace rmsg::posix {
+
+struct UpgradeHooks {
+  // A managed socket at fd started listening.
+  void (*listening)(int fd, SocketObject& o);
+  // A managed connection at fd is established: accepted (acceptor) or connected. The
+  // engine may set o.upgrade and o.fallback.
+  void (*established)(int fd, SocketObject& o, bool acceptor);
+  // Data calls on a connection with o.upgrade set: the C library's meaning and errno.
+  ssize_t (*recv)(UpgradeConn& c, int fd, const iovec* iov, int n, int flags);
+  ssize_t (*send)(UpgradeConn& c, int fd, const iovec* iov, int n, int flags);
+  int (*shutdown)(UpgradeConn& c, int fd, int how);
+  // The engine's readiness descriptor of the connection (an eventfd: readable when RDMA
+  // bytes, end of stream or an error wait, or the state changed), and whether the TCP
+  // socket's own input readiness still means program bytes.
+  int (*readiness_fd)(UpgradeConn& c);
+  bool (*tcp_input_counts)(UpgradeConn& c);
+  // The program's epoll_ctl on the connection at fd succeeded: the engine applies the same
+  // to its eventfd (same data, the input events), so that RDMA readiness reaches the set.
+  void (*epoll_mirror)(UpgradeConn& c, int epfd, int op, const epoll_event* ev);
+  // The program is about to close its last number of the connection, fd (still open): the
+  // engine removes fd and its eventfd from the sets it saw (the kernel would drop fd's entry
+  // at this close were it not for the engine's own duplicate of the socket).
+  void (*closing)(UpgradeConn& c, int fd);
+  // The program closed the connection's last descriptor (o.upgrade already cleared): the
+  // engine finishes it (flush, FIN or reset) on its own and forgets o.
+  void (*closed)(UpgradeConn& c, SocketObject& o);
+};
+
+extern std::atomic<const UpgradeHooks*> g_upgrade_hooks;
+
+inline const UpgradeHooks* upgrade_hooks() {
+  return g_upgrade_hooks.load(std::memory_order_acquire);
+}
+
+}  // namespace rmsg::posix

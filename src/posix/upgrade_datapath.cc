@@ -1,0 +1,309 @@
+// The program side of an upgrading or upgraded connection: its data calls, shutdown and
+// readiness (docs/socket-shim.md, "The data path after cut-over"). Before cut-over the
+// bytes are the kernel's (counted so that the cut-over offsets are exact); reads wait in
+// poll() on the TCP socket and the readiness eventfd, never inside the kernel's read, so
+// that a change of path wakes them.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include "posix/upgrade.h"
+#include "posix/upgrade_conn.h"
+
+namespace rmsg::posix {
+namespace {
+
+bool nonblocking(int fd, int flags) {
+  if ((flags & MSG_DONTWAIT) != 0) return true;
+  int fl = g_engine_real->fcntl(fd, F_GETFL);
+  return fl >= 0 && (fl & O_NONBLOCK) != 0;
+}
+
+std::size_t total(const iovec* iov, int n) {
+  std::size_t t = 0;
+  for (int i = 0; i < n; ++i) t += iov[i].iov_len;
+  return t;
+}
+
+bool readable_now(const UpgradeConn& c) {
+  return c.read_rdma && (!c.rx.empty() || c.rx_eof || c.rx_error != 0);
+}
+
+// Waits (lock released) until the TCP socket or the eventfd is readable.
+void wait_tcp_or_signal(UpgradeConn& c, std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  pollfd p[2] = {{c.tcp_fd, POLLIN, 0}, {c.event_fd, POLLIN, 0}};
+  g_engine_real->poll(p, 2, -1);
+  lock.lock();
+  if (!readable_now(c)) drain_signal(c);
+}
+
+// RDMA bytes from rx into iov (MSG_PEEK leaves them).
+ssize_t take_rx(UpgradeConn& c, const iovec* iov, int n, int flags) {
+  std::size_t off = 0;
+  for (int i = 0; i < n && off < c.rx.size(); ++i) {
+    std::size_t k = std::min(iov[i].iov_len, c.rx.size() - off);
+    std::memcpy(iov[i].iov_base, c.rx.data() + off, k);
+    off += k;
+  }
+  if ((flags & MSG_PEEK) != 0) return static_cast<ssize_t>(off);
+  bool was_full = c.rx_paused;
+  c.rx.erase(0, off);
+  if (c.obj != nullptr) {
+    c.obj->bytes_in.fetch_add(off, std::memory_order_relaxed);
+    c.obj->rdma_bytes_in.fetch_add(off, std::memory_order_relaxed);
+    c.obj->on_rdma.store(true, std::memory_order_relaxed);
+  }
+  if (c.rx.empty() && !c.rx_eof && c.rx_error == 0) drain_signal(c);
+  if (was_full && c.rx.size() < kBufferCap / 2) post_resume_reading(c);
+  return static_cast<ssize_t>(off);
+}
+
+// Acceptor at the cut-over offset: are the next TCP bytes the nonce? Peeked, so a
+// mismatch consumes nothing. 1: matched and consumed; 0: not all there yet; -1: mismatch.
+int check_nonce(UpgradeConn& c) {
+  std::uint8_t got[upgrade_wire::kNonceSize];
+  ssize_t r = g_engine_real->recv(c.tcp_fd, got, sizeof got, MSG_PEEK | MSG_DONTWAIT);
+  if (r <= 0) return r == 0 ? -1 : 0;  // end of stream before the nonce: refused
+  if (std::memcmp(got, c.nonce.data(), static_cast<std::size_t>(r)) != 0) return -1;
+  if (static_cast<std::size_t>(r) < sizeof got) return 0;
+  ssize_t consumed = g_engine_real->recv(c.tcp_fd, got, sizeof got, MSG_DONTWAIT);
+  return consumed == static_cast<ssize_t>(sizeof got) ? 1 : -1;
+}
+
+ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) {
+  if (total(iov, n) == 0) return 0;
+  bool nb = nonblocking(c.tcp_fd, flags);
+  std::unique_lock lock(c.mu);
+  for (;;) {
+    if (c.read_rdma) {
+      if (!c.rx.empty()) return take_rx(c, iov, n, flags);
+      if (c.rx_error != 0) {
+        errno = c.rx_error;
+        return -1;
+      }
+      if (c.rx_eof) return 0;
+      if (nb) {
+        drain_signal(c);  // nothing to read: a level-triggered wait must not fire again
+        errno = EAGAIN;
+        return -1;
+      }
+      c.cv.wait(lock);
+      continue;
+    }
+    std::uint64_t allowed = c.read_cap == kNoCap ? kNoCap : c.read_cap - c.tcp_in;
+    if (allowed == 0) {
+      if (c.verify_nonce) {
+        int v = check_nonce(c);
+        if (v != 0) {
+          c.verify_nonce = false;
+          if (v > 0) {
+            c.read_rdma = true;
+          } else {
+            // Refused now, not when the loop gets to it: the program may ask at once.
+            c.read_cap = kNoCap;
+            c.result = Fallback::binding;
+            if (c.obj != nullptr)
+              c.obj->fallback.store(Fallback::binding, std::memory_order_relaxed);
+          }
+          post_nonce_seen(c, v > 0);
+          continue;
+        }
+      } else if (c.read_cap != kNoCap && !c.acceptor) {
+        c.read_rdma = true;  // the connector read every TCP byte before the cut-over
+        continue;
+      }
+      if (nb) {
+        drain_signal(c);
+        errno = EAGAIN;
+        return -1;
+      }
+      wait_tcp_or_signal(c, lock);
+      continue;
+    }
+    // TCP bytes, at most up to the cap; the kernel's call never blocks here.
+    iovec part[16];
+    int k = 0;
+    std::uint64_t left = allowed;
+    for (int i = 0; i < n && k < 16 && left > 0; ++i) {
+      std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(iov[i].iov_len, left));
+      part[k++] = {iov[i].iov_base, len};
+      left -= len;
+    }
+    msghdr m{};
+    m.msg_iov = part;
+    m.msg_iovlen = static_cast<std::size_t>(k);
+    lock.unlock();
+    ssize_t r =
+        g_engine_real->recvmsg(c.tcp_fd, &m, (flags & (MSG_PEEK | MSG_WAITALL)) | MSG_DONTWAIT);
+    int err = errno;
+    lock.lock();
+    if (r > 0) {
+      if ((flags & MSG_PEEK) == 0) {
+        c.tcp_in += static_cast<std::uint64_t>(r);
+        if (c.obj != nullptr) {
+          c.obj->bytes_in.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
+          c.obj->on_rdma.store(false, std::memory_order_relaxed);
+        }
+      }
+      return r;
+    }
+    if (r == 0) return 0;
+    if (err != EAGAIN && err != EWOULDBLOCK) {
+      errno = err;
+      return -1;
+    }
+    if (nb) {
+      drain_signal(c);
+      errno = EAGAIN;
+      return -1;
+    }
+    wait_tcp_or_signal(c, lock);
+  }
+}
+
+ssize_t fail_write(int flags) {
+  if ((flags & MSG_NOSIGNAL) == 0) raise(SIGPIPE);
+  errno = EPIPE;
+  return -1;
+}
+
+ssize_t up_send(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) {
+  std::size_t want = total(iov, n);
+  bool nb = nonblocking(c.tcp_fd, flags);
+  std::unique_lock lock(c.mu);
+  for (;;) {
+    if (c.shut_wr || c.write_failed) return fail_write(flags);
+    if (c.wmode == WriteMode::tcp) {
+      ++c.tcp_writers;
+      lock.unlock();
+      msghdr m{};
+      m.msg_iov = const_cast<iovec*>(iov);
+      m.msg_iovlen = static_cast<std::size_t>(n);
+      ssize_t r = g_engine_real->sendmsg(c.tcp_fd, &m, flags);  // the same socket as fd
+      int err = errno;
+      lock.lock();
+      if (r > 0) {
+        c.tcp_out += static_cast<std::uint64_t>(r);
+        if (c.obj != nullptr) {
+          c.obj->bytes_out.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
+          c.obj->on_rdma.store(false, std::memory_order_relaxed);
+        }
+      }
+      if (--c.tcp_writers == 0 && c.hold_waiting) post_writers_left(c);
+      errno = err;
+      return r;
+    }
+    if (c.wmode == WriteMode::rdma && c.tx.size() < kBufferCap) {
+      std::size_t room = kBufferCap - c.tx.size();
+      std::size_t put = 0;
+      for (int i = 0; i < n && put < room; ++i) {
+        std::size_t k = std::min(iov[i].iov_len, room - put);
+        c.tx.append(static_cast<const char*>(iov[i].iov_base), k);
+        put += k;
+      }
+      if (c.obj != nullptr) {
+        c.obj->bytes_out.fetch_add(put, std::memory_order_relaxed);
+        c.obj->rdma_bytes_out.fetch_add(put, std::memory_order_relaxed);
+        c.obj->on_rdma.store(true, std::memory_order_relaxed);
+      }
+      if (!c.flush_posted) {
+        c.flush_posted = true;
+        post_flush(c);
+      }
+      return static_cast<ssize_t>(put);
+    }
+    if (want == 0) return 0;
+    if (nb) {
+      errno = EAGAIN;
+      return -1;
+    }
+    c.cv.wait(lock);
+  }
+}
+
+int up_shutdown(UpgradeConn& c, int /*fd*/, int how) {
+  int rc = g_engine_real->shutdown(c.tcp_fd, how);  // the same socket as fd
+  if (rc != 0) return rc;
+  if (how == SHUT_WR || how == SHUT_RDWR) {
+    std::unique_lock lock(c.mu);
+    c.shut_wr = true;
+    // A FIN on TCP ends an attempt that has not cut over the write side: the nonce could
+    // no longer follow it. After cut-over the RDMA stream gets its FIN once tx is out.
+    if (!c.flush_posted) {
+      c.flush_posted = true;
+      post_flush(c);
+    }
+  }
+  return 0;
+}
+
+int up_readiness_fd(UpgradeConn& c) {
+  return c.event_fd;
+}
+
+// Asked before each poll: the path switches here as in a read (a connector that read every
+// TCP byte before the cut-over), and the eventfd is set when RDMA bytes already wait (they
+// may have come while TCP was still the path, when nothing was signalled). TCP input
+// counts until the cut-over offset, and at it while the acceptor waits for the nonce.
+bool up_tcp_input_counts(UpgradeConn& c) {
+  std::lock_guard lock(c.mu);
+  if (!c.read_rdma && !c.acceptor && c.read_cap != kNoCap && c.tcp_in == c.read_cap) {
+    c.read_rdma = true;
+  }
+  if (readable_now(c)) signal_readers(c);
+  return !c.read_rdma && (c.read_cap == kNoCap || c.tcp_in < c.read_cap || c.verify_nonce);
+}
+
+void up_epoll_mirror(UpgradeConn& c, int epfd, int op, const epoll_event* ev) {
+  epoll_event mine{};
+  if (ev != nullptr) {
+    mine.events = ev->events & (EPOLLIN | EPOLLRDNORM | EPOLLET | EPOLLONESHOT);
+    mine.data = ev->data;
+  }
+  std::lock_guard lock(c.mu);
+  g_engine_real->epoll_ctl(epfd, op, c.event_fd, &mine);
+  int* slot = nullptr;
+  for (int& s : c.epoll_sets) {
+    if (s == epfd || (slot == nullptr && s < 0 && op == EPOLL_CTL_ADD)) slot = &s;
+  }
+  if (slot == nullptr) return;
+  *slot = op == EPOLL_CTL_DEL ? -1 : epfd;
+}
+
+void up_closing(UpgradeConn& c, int fd) {
+  std::lock_guard lock(c.mu);
+  for (int& s : c.epoll_sets) {
+    if (s < 0) continue;
+    g_engine_real->epoll_ctl(s, EPOLL_CTL_DEL, fd, nullptr);
+    g_engine_real->epoll_ctl(s, EPOLL_CTL_DEL, c.event_fd, nullptr);
+    s = -1;
+  }
+}
+
+}  // namespace
+
+void signal_readers(UpgradeConn& c) {
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t w = g_engine_real->write(c.event_fd, &one, sizeof one);
+  c.cv.notify_all();
+}
+
+void drain_signal(UpgradeConn& c) {
+  std::uint64_t v = 0;
+  [[maybe_unused]] ssize_t r = g_engine_real->read(c.event_fd, &v, sizeof v);
+}
+
+const UpgradeHooks kUpgradeHooks{
+    &upgrade_listening, &upgrade_established, &up_recv,         &up_send,    &up_shutdown,
+    &up_readiness_fd,   &up_tcp_input_counts, &up_epoll_mirror, &up_closing, &upgrade_closed};
+
+}  // namespace rmsg::posix

@@ -1,0 +1,682 @@
+// The upgrade engine's loop side (docs/socket-shim.md, "The RDMA upgrade"; the records in
+// docs/protocol.md, "Socket shim upgrade"): one EventLoop on a thread of its own, an rdma_cm
+// listener per managed TCP listener, the connector's bounded attempt, the binding, and the
+// flushing of program bytes into the RDMA stream. Linking this file installs the engine
+// (g_upgrade_hooks); RMSG_UPGRADE=on turns it on for the process.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "posix/upgrade.h"
+#include "posix/upgrade_conn.h"
+#include "posix/upgrade_wire.h"
+#include "rmsg/address.h"
+#include "rmsg/event_loop.h"
+#include "rmsg/rdma.h"
+
+namespace rmsg::posix {
+
+namespace {
+
+namespace wire = upgrade_wire;
+using Clock = std::chrono::steady_clock;
+
+// The 4-tuple as the acceptor sees it: (its local end, its peer).
+using Key = std::tuple<std::string, std::string>;
+
+std::string text(const sockaddr_in6& a) {
+  return SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&a), sizeof a).to_string();
+}
+
+std::string host_of(const sockaddr_in6& a) {
+  return SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&a), sizeof a).host();
+}
+
+struct Engine {
+  bool on = false;
+  pid_t pid = 0;  // a fork() child has no engine thread: it never upgrades
+  std::thread thread;
+  std::uint16_t port_offset = 0;
+  std::chrono::milliseconds timeout{2000};
+  std::chrono::milliseconds nonce_deadline{2000};
+  std::unique_ptr<EventLoop> loop;
+  std::mutex map_mu;
+  std::map<Key, UpgradeConn*> acceptors;  // accepted connections still open, by 4-tuple
+  std::list<Listener> listeners;          // loop thread
+  std::list<Stream> offers;               // loop thread: accepted streams before their OFFER
+  // Connections the program closed whose bytes are still going out: exit waits for them
+  // (bounded), as the kernel sends a closed TCP socket's bytes after the process is gone.
+  std::mutex drain_mu;
+  std::condition_variable drained;
+  int draining = 0;
+};
+
+Engine* engine() {
+  static Engine* e = [] {
+    auto* en = new Engine;  // lives as long as the process: its thread may run at exit
+    const char* v = std::getenv("RMSG_UPGRADE");
+    en->on = v != nullptr && std::strcmp(v, "on") == 0;
+    if (const char* o = std::getenv("RMSG_UPGRADE_PORT_OFFSET")) {
+      en->port_offset = static_cast<std::uint16_t>(std::atoi(o));
+    }
+    if (const char* t = std::getenv("RMSG_UPGRADE_TIMEOUT_MS")) {
+      en->timeout = std::chrono::milliseconds(std::atoi(t));
+    }
+    if (!en->on) return en;
+    auto loop = EventLoop::create();
+    if (!loop) {
+      en->on = false;
+      return en;
+    }
+    en->loop = std::move(loop.value());
+    en->pid = getpid();
+    en->thread = std::thread([l = en->loop.get()] { (void)l->run(); });
+    // At exit the loop stops before the statics its streams use are destroyed (the
+    // engine itself is never freed: a connection may still point at it).
+    std::atexit([] {
+      Engine* me = engine();
+      if (me->pid != getpid() || !me->thread.joinable()) return;
+      {
+        std::unique_lock lock(me->drain_mu);
+        me->drained.wait_for(lock, std::chrono::seconds(5), [me] { return me->draining == 0; });
+      }
+      me->loop->stop();
+      me->thread.join();
+    });
+    return en;
+  }();
+  return e;
+}
+
+RdmaOptions options() {
+  RdmaOptions o;
+  o.retry_count = 6;  // bounded on rxe (rmsg/rdma.h)
+  o.resolve_timeout = engine()->timeout / 2;
+  o.connect_timeout = engine()->timeout / 2;
+  return o;
+}
+
+bool loopback(const sockaddr_in6& a) {
+  if (a.sin6_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+    return (ntohl(v4.sin_addr.s_addr) >> 24) == 127;
+  }
+  return IN6_IS_ADDR_LOOPBACK(&a.sin6_addr) ||
+         (IN6_IS_ADDR_V4MAPPED(&a.sin6_addr) && a.sin6_addr.s6_addr[12] == 127);
+}
+
+#define UPG_DEBUG(...)                                                        \
+  do {                                                                        \
+    if (std::getenv("RMSG_UPGRADE_DEBUG")) std::fprintf(stderr, __VA_ARGS__); \
+  } while (0)
+
+void set_result(UpgradeConn& c, Fallback f) {
+  UPG_DEBUG("upgrade %p %s result %d\n", static_cast<void*>(&c),
+            c.acceptor ? "acceptor" : "connector", static_cast<int>(f));
+  c.result = f;
+  if (c.obj != nullptr) c.obj->fallback.store(f, std::memory_order_relaxed);
+}
+
+void free_conn(UpgradeConn* c) {
+  if (c->closing) {
+    std::lock_guard lock(engine()->drain_mu);
+    --engine()->draining;
+    engine()->drained.notify_all();
+  }
+  if (c->acceptor) {
+    std::lock_guard lock(engine()->map_mu);
+    auto it = engine()->acceptors.find(Key{text(c->local), text(c->peer)});
+    if (it != engine()->acceptors.end() && it->second == c) engine()->acceptors.erase(it);
+  }
+  if (c->nonce_timer != TimerId{}) engine()->loop->cancel_timer(c->nonce_timer);
+  c->stream.on_readable({});
+  c->stream.on_writable({});
+  c->stream = Stream();
+  g_engine_real->close(c->tcp_fd);
+  g_engine_real->close(c->event_fd);
+  delete c;
+}
+
+// The attempt failed before both directions cut over: the connection is exact TCP again.
+void fail(UpgradeConn& c, Fallback why) {
+  {
+    std::lock_guard lock(c.mu);
+    set_result(c, why);
+    if (c.wmode == WriteMode::hold) c.wmode = WriteMode::tcp;
+    c.hold_waiting = false;
+    if (!c.read_rdma) c.read_cap = kNoCap;
+    c.verify_nonce = false;
+    signal_readers(c);
+  }
+  c.stream.on_readable({});
+  c.stream.on_writable({});
+  c.stream.close();
+  c.stream = Stream();
+  if (c.closing) free_conn(&c);
+}
+
+void cut_over_done(UpgradeConn& c) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - c.started);
+  set_result(c, Fallback::none);
+  if (c.obj != nullptr) {
+    c.obj->upgrade_us.store(static_cast<std::uint64_t>(us.count()) + 1, std::memory_order_relaxed);
+  }
+}
+
+void flush(UpgradeConn& c);
+
+// Bytes the stream delivered: records first (by role), then program data into rx.
+void on_stream_readable(UpgradeConn& c);
+
+bool write_all(Stream& s, const std::uint8_t* p, std::size_t n) {
+  auto r = s.write(p, n);
+  return r && r.value() == n;  // a fresh stream has credits for a record
+}
+
+void send_offer(UpgradeConn& c) {
+  wire::Offer o;
+  {
+    std::lock_guard lock(c.mu);
+    o.offset = c.tcp_out;
+  }
+  o.local = c.local;
+  o.peer = c.peer;
+  std::uint8_t buf[wire::kOfferSize];
+  wire::encode(o, std::span<std::uint8_t, wire::kOfferSize>(buf));
+  c.offered = true;
+  UPG_DEBUG("upgrade %p offer at %llu\n", static_cast<void*>(&c),
+            static_cast<unsigned long long>(o.offset));
+  if (!write_all(c.stream, buf, sizeof buf)) fail(c, Fallback::peer);
+}
+
+void send_cutover(UpgradeConn& c) {
+  std::uint8_t buf[wire::kCutoverSize];
+  std::unique_lock lock(c.mu);
+  wire::encode_cutover(c.tcp_out, std::span<std::uint8_t, wire::kCutoverSize>(buf));
+  lock.unlock();
+  if (!write_all(c.stream, buf, sizeof buf)) {
+    fail(c, Fallback::binding);
+    return;
+  }
+  lock.lock();
+  c.wmode = WriteMode::rdma;
+  cut_over_done(c);
+  c.cv.notify_all();
+  bool pending = !c.tx.empty();
+  lock.unlock();
+  if (pending) flush(c);
+}
+
+// Both sides: the write side stopped at its offset once no program write is inside the
+// kernel; then the connector offers, the acceptor cuts over.
+void hold_writes(UpgradeConn& c) {
+  std::unique_lock lock(c.mu);
+  c.wmode = WriteMode::hold;
+  if (c.tcp_writers > 0) {
+    c.hold_waiting = true;
+    return;
+  }
+  lock.unlock();
+  if (c.acceptor) {
+    send_cutover(c);
+  } else {
+    send_offer(c);
+  }
+}
+
+// The connector writes the nonce into TCP at its offset: the proof that the RDMA peer is
+// the TCP peer (16 bytes fit any send buffer that is not full; a full one waits, bounded).
+bool write_nonce(UpgradeConn& c, const wire::Nonce& n) {
+  std::size_t done = 0;
+  auto deadline = Clock::now() + engine()->nonce_deadline;
+  while (done < n.size()) {
+    ssize_t w = g_engine_real->send(c.tcp_fd, n.data() + done, n.size() - done,
+                                    MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0) {
+      done += static_cast<std::size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+    if (Clock::now() > deadline) return false;
+    pollfd p{c.tcp_fd, POLLOUT, 0};
+    g_engine_real->poll(&p, 1, 50);
+  }
+  return true;
+}
+
+Fallback refusal(wire::Status s) {
+  switch (s) {
+    case wire::Status::version:
+      return Fallback::version;
+    case wire::Status::address:
+      return Fallback::address;
+    case wire::Status::busy:
+      return Fallback::busy;
+    case wire::Status::policy:
+      return Fallback::policy;
+    default:
+      return Fallback::peer;
+  }
+}
+
+// The connector's records: CHALLENGE, then CUTOVER. True when data may follow.
+bool connector_records(UpgradeConn& c) {
+  if (!c.challenged) {
+    if (c.records.size() < wire::kChallengeSize) return false;
+    auto ch = wire::decode_challenge(std::span<const std::uint8_t, wire::kChallengeSize>(
+        reinterpret_cast<const std::uint8_t*>(c.records.data()), wire::kChallengeSize));
+    c.records.erase(0, wire::kChallengeSize);
+    if (!ch || ch->status != wire::Status::ok) {
+      fail(c, ch ? refusal(ch->status) : Fallback::peer);
+      return false;
+    }
+    c.challenged = true;
+    if (!write_nonce(c, ch->nonce)) {
+      fail(c, Fallback::timeout);
+      return false;
+    }
+    std::unique_lock lock(c.mu);
+    c.wmode = WriteMode::rdma;
+    c.cv.notify_all();
+    bool pending = !c.tx.empty();
+    lock.unlock();
+    if (pending) flush(c);
+  }
+  if (!c.cutover_in) {
+    if (c.records.size() < wire::kCutoverSize) return false;
+    auto m = wire::decode_cutover(std::span<const std::uint8_t, wire::kCutoverSize>(
+        reinterpret_cast<const std::uint8_t*>(c.records.data()), wire::kCutoverSize));
+    c.records.erase(0, wire::kCutoverSize);
+    if (!m) {
+      // The nonce is in TCP already: the acceptor is an rmsg shim that broke the protocol.
+      std::lock_guard lock(c.mu);
+      c.rx_error = ECONNRESET;
+      c.read_rdma = true;
+      c.write_failed = true;
+      signal_readers(c);
+      return false;
+    }
+    c.cutover_in = true;
+    std::lock_guard lock(c.mu);
+    c.read_cap = *m;
+    cut_over_done(c);
+    c.rx.append(c.records);
+    c.records.clear();
+    signal_readers(c);
+  }
+  return true;
+}
+
+void on_stream_readable(UpgradeConn& c) {
+  char buf[65536];
+  for (;;) {
+    if (!c.acceptor && !c.cutover_in) {
+      auto r = c.stream.read(buf, sizeof buf);
+      if (!r) {
+        if (r.error() == Errc::would_block) return;
+        if (!c.challenged) {
+          fail(c, Fallback::peer);
+        } else {
+          std::lock_guard lock(c.mu);
+          c.rx_error = ECONNRESET;
+          c.read_rdma = true;
+          signal_readers(c);
+        }
+        return;
+      }
+      if (r.value() == 0) {
+        if (!c.challenged) fail(c, Fallback::peer);
+        return;
+      }
+      c.records.append(buf, r.value());
+      if (!connector_records(c)) return;
+      continue;
+    }
+    std::unique_lock lock(c.mu);
+    if (c.rx.size() >= kBufferCap) {
+      c.rx_paused = true;
+      return;
+    }
+    std::size_t room = std::min(sizeof buf, kBufferCap - c.rx.size());
+    lock.unlock();
+    auto r = c.stream.read(buf, room);
+    lock.lock();
+    if (!r) {
+      if (r.error() == Errc::would_block) return;
+      c.rx_error = ECONNRESET;
+      c.write_failed = true;
+    } else if (r.value() == 0) {
+      c.rx_eof = true;
+    } else {
+      c.rx.append(buf, r.value());
+    }
+    if (c.read_rdma || !c.acceptor) signal_readers(c);
+    if (!r || r.value() == 0) return;
+  }
+}
+
+void flush(UpgradeConn& c) {
+  std::unique_lock lock(c.mu);
+  c.flush_posted = false;
+  if (c.wmode != WriteMode::rdma || !c.stream) return;
+  if (!c.tx.empty()) {
+    auto r = c.stream.write(c.tx.data(), c.tx.size());
+    if (!r && r.error() != Errc::would_block) {
+      c.write_failed = true;
+      c.tx.clear();
+    } else if (r) {
+      c.tx.erase(0, r.value());
+    }
+    c.cv.notify_all();
+  }
+  if (!c.tx.empty()) {
+    lock.unlock();
+    c.stream.on_writable([&c] { flush(c); });
+    return;
+  }
+  bool fin = c.shut_wr || c.closing;
+  lock.unlock();
+  if (fin) (void)c.stream.shutdown_write();
+  if (c.closing) {
+    c.stream.close();
+    free_conn(&c);
+  }
+}
+
+void start_connect(UpgradeConn* c) {
+  auto peer =
+      SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&c->peer), sizeof c->peer);
+  peer.set_port(static_cast<std::uint16_t>(peer.port() + engine()->port_offset));
+  rdma_connect(*engine()->loop, peer, options(), [c](Result<Stream> r) {
+    if (c->closing) {
+      if (r) r.value().close();
+      free_conn(c);
+      return;
+    }
+    if (!r) {
+      std::error_code e = r.error();
+      UPG_DEBUG("upgrade %p rdma connect: %s\n", static_cast<void*>(c), e.message().c_str());
+      Fallback why = Fallback::peer;
+      if (e == Errc::timeout || e == Errc::unreachable || e == Errc::route_error)
+        why = Fallback::timeout;
+      if (e == std::errc::no_such_device || e == std::errc::address_not_available ||
+          e == Errc::address_error) {
+        why = Fallback::no_device;
+      }
+      fail(*c, why);
+      return;
+    }
+    UPG_DEBUG("upgrade %p connected over rdma\n", static_cast<void*>(c));
+    c->stream = std::move(r.value());
+    c->stream.on_readable([c] { on_stream_readable(*c); });
+    hold_writes(*c);
+  });
+}
+
+// ---- acceptor -------------------------------------------------------------------------
+
+void refuse(Stream& s, wire::Status why) {
+  wire::Challenge ch;
+  ch.status = why;
+  std::uint8_t buf[wire::kChallengeSize];
+  wire::encode(ch, std::span<std::uint8_t, wire::kChallengeSize>(buf));
+  (void)s.write(buf, sizeof buf);
+  (void)s.shutdown_write();
+  s.close();
+}
+
+void handle_offer(Stream s, const std::uint8_t* bytes) {
+  UPG_DEBUG("upgrade: offer from %s\n", s.peer_address().c_str());
+  auto offer =
+      wire::decode_offer(std::span<const std::uint8_t, wire::kOfferSize>(bytes, wire::kOfferSize));
+  if (!offer) {
+    refuse(s, wire::Status::malformed);
+    return;
+  }
+  UpgradeConn* c = nullptr;
+  {
+    std::lock_guard lock(engine()->map_mu);
+    auto it = engine()->acceptors.find(Key{text(offer->peer), text(offer->local)});
+    if (it != engine()->acceptors.end()) c = it->second;
+  }
+  auto rdma_peer = SocketAddress::parse(s.peer_address());
+  if (c == nullptr || c->closing || !rdma_peer || rdma_peer.value().host() != host_of(c->peer)) {
+    refuse(s, wire::Status::address);
+    return;
+  }
+  std::unique_lock lock(c->mu);
+  if (c->challenged || c->stream || c->read_rdma || c->tcp_in > offer->offset) {
+    lock.unlock();
+    refuse(s, wire::Status::busy);
+    return;
+  }
+  wire::Challenge ch;
+  if (getrandom(ch.nonce.data(), ch.nonce.size(), 0) != static_cast<ssize_t>(ch.nonce.size())) {
+    lock.unlock();
+    refuse(s, wire::Status::busy);
+    return;
+  }
+  c->nonce = ch.nonce;
+  c->read_cap = offer->offset;
+  c->verify_nonce = true;
+  c->challenged = true;
+  signal_readers(*c);
+  lock.unlock();
+  c->stream = std::move(s);
+  std::uint8_t buf[wire::kChallengeSize];
+  wire::encode(ch, std::span<std::uint8_t, wire::kChallengeSize>(buf));
+  if (!write_all(c->stream, buf, sizeof buf)) {
+    fail(*c, Fallback::binding);
+    return;
+  }
+  c->stream.on_readable([c] { on_stream_readable(*c); });
+  c->nonce_timer = engine()->loop->add_timer(engine()->nonce_deadline, [c] {
+    c->nonce_timer = TimerId{};
+    bool expired = false;
+    {
+      std::lock_guard l(c->mu);
+      expired = c->verify_nonce;
+    }
+    if (expired) fail(*c, Fallback::binding);
+  });
+}
+
+void on_accept(Stream s) {
+  auto& offers = engine()->offers;
+  offers.push_back(std::move(s));
+  auto it = std::prev(offers.end());
+  auto got = std::make_shared<std::string>();
+  it->on_readable([it, got] {
+    char buf[wire::kOfferSize];
+    auto r = it->read(buf, wire::kOfferSize - got->size());
+    if (!r && r.error() == Errc::would_block) return;
+    if (!r || r.value() == 0) {
+      auto dead = it;  // this callback belongs to the stream it destroys: captures first
+      dead->close();
+      engine()->offers.erase(dead);
+      return;
+    }
+    got->append(buf, r.value());
+    if (got->size() < wire::kOfferSize) return;
+    std::string offer = *got;
+    auto done = it;
+    Stream mine = std::move(*done);
+    engine()->offers.erase(done);
+    mine.on_readable({});  // destroys this callback: only locals from here on
+    handle_offer(std::move(mine), reinterpret_cast<const std::uint8_t*>(offer.data()));
+  });
+}
+
+}  // namespace
+
+// ---- hooks ------------------------------------------------------------------------------
+
+void post_flush(UpgradeConn& c) {
+  engine()->loop->post([&c] {
+    bool fallback_fin = false;
+    {
+      std::lock_guard lock(c.mu);
+      // A FIN on TCP before the write side cut over ends the attempt (the nonce or
+      // CUTOVER could no longer follow it).
+      fallback_fin = !c.acceptor && c.shut_wr && !c.challenged && c.stream;
+    }
+    if (fallback_fin) {
+      fail(c, Fallback::bypass);
+      return;
+    }
+    flush(c);
+  });
+}
+
+void post_writers_left(UpgradeConn& c) {
+  c.hold_waiting = false;
+  engine()->loop->post([&c] {
+    std::unique_lock lock(c.mu);
+    if (c.wmode != WriteMode::hold || c.tcp_writers > 0) return;
+    lock.unlock();
+    if (c.acceptor) {
+      send_cutover(c);
+    } else {
+      send_offer(c);
+    }
+  });
+}
+
+void post_nonce_seen(UpgradeConn& c, bool match) {
+  engine()->loop->post([&c, match] {
+    if (!c.stream) return;
+    if (match) {
+      hold_writes(c);
+    } else {
+      fail(c, Fallback::binding);
+    }
+  });
+}
+
+void post_resume_reading(UpgradeConn& c) {
+  engine()->loop->post([&c] {
+    {
+      std::lock_guard lock(c.mu);
+      c.rx_paused = false;
+    }
+    if (c.stream) on_stream_readable(c);
+  });
+}
+
+// On in this process: a fork() child (no engine thread) and a process past exit() do not
+// upgrade.
+static bool engine_on(Engine* e) {
+  return e->on && e->pid == getpid() && e->thread.joinable();
+}
+
+void upgrade_listening(int fd, SocketObject& /*o*/) {
+  Engine* e = engine();
+  if (!engine_on(e)) return;
+  sockaddr_in6 a{};
+  socklen_t len = sizeof a;
+  if (g_engine_real->getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
+  auto addr = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&a), len);
+  addr.set_port(static_cast<std::uint16_t>(addr.port() + e->port_offset));
+  // Synchronous: a connector that the program lets connect once listen() returned must
+  // find the rdma_cm listener there.
+  std::promise<void> up;
+  e->loop->post([e, addr, &up] {
+    auto l = rdma_listen(*e->loop, addr, options(), [](Stream s) { on_accept(std::move(s)); });
+    if (l) e->listeners.push_back(std::move(l.value()));
+    up.set_value();
+  });
+  up.get_future().wait();
+}
+
+void upgrade_established(int fd, SocketObject& o, bool acceptor) {
+  Engine* e = engine();
+  if (!engine_on(e)) {
+    o.fallback.store(e->on ? Fallback::bypass : Fallback::policy, std::memory_order_relaxed);
+    return;
+  }
+  auto* c = new UpgradeConn;
+  c->acceptor = acceptor;
+  c->started = Clock::now();
+  socklen_t len = sizeof c->local;
+  socklen_t plen = sizeof c->peer;
+  if (g_engine_real->getsockname(fd, reinterpret_cast<sockaddr*>(&c->local), &len) != 0 ||
+      g_engine_real->getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &plen) != 0) {
+    delete c;
+    o.fallback.store(Fallback::bypass, std::memory_order_relaxed);
+    return;
+  }
+  if (loopback(c->peer)) {
+    delete c;
+    o.fallback.store(Fallback::loopback, std::memory_order_relaxed);
+    return;
+  }
+  c->tcp_fd = g_engine_real->fcntl(fd, F_DUPFD_CLOEXEC, 100);
+  c->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->tcp_fd < 0 || c->event_fd < 0) {
+    if (c->tcp_fd >= 0) g_engine_real->close(c->tcp_fd);
+    if (c->event_fd >= 0) g_engine_real->close(c->event_fd);
+    delete c;
+    o.fallback.store(Fallback::busy, std::memory_order_relaxed);
+    return;
+  }
+  c->obj = &o;
+  // An acceptor whose peer never offers is a connection to a peer without the shim.
+  o.fallback.store(acceptor ? Fallback::peer : Fallback::pending, std::memory_order_relaxed);
+  c->result = acceptor ? Fallback::peer : Fallback::pending;
+  if (acceptor) {
+    std::lock_guard lock(e->map_mu);
+    e->acceptors[Key{text(c->local), text(c->peer)}] = c;
+  }
+  o.upgrade.store(c, std::memory_order_release);
+  if (!acceptor) e->loop->post([c] { start_connect(c); });
+}
+
+void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
+  {
+    std::lock_guard lock(c.mu);
+    c.obj = nullptr;
+  }
+  if (!engine_on(engine())) return;  // a fork child's copy: the parent's engine owns it
+  {
+    std::lock_guard lock(engine()->drain_mu);
+    ++engine()->draining;
+  }
+  engine()->loop->post([&c] {
+    c.closing = true;
+    if (!c.stream) {
+      if (c.acceptor || c.offered || c.result != Fallback::pending) free_conn(&c);
+      // else: the connect callback frees it
+      return;
+    }
+    bool unread = false;
+    {
+      std::lock_guard lock(c.mu);
+      unread = !c.rx.empty() && c.read_rdma;
+    }
+    if (unread || c.result != Fallback::none) {
+      c.stream.close();  // abortive: unread bytes are a reset, as on TCP
+      free_conn(&c);
+      return;
+    }
+    flush(c);  // the rest of tx, then FIN and the graceful close
+  });
+}
+
+const RealCalls* g_engine_real = nullptr;
+
+}  // namespace rmsg::posix

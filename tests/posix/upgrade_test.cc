@@ -1,0 +1,356 @@
+// The socket shim's RDMA upgrade in the Soft-RoCE guest (docs/socket-shim.md, "The RDMA
+// upgrade"): the C API (rmsg/socket.h) with the upgrade engine linked in and
+// RMSG_UPGRADE=on, both ends in this process on the guest's RDMA address. Every byte is
+// checked; the stats view says which path carried them.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "kit/rdma_fixture.h"
+#include "posix/seams.h"
+#include "posix/upgrade_wire.h"
+#include "rmsg/socket.h"
+
+namespace {
+
+using rmsg::posix::seams::upgrade_view;
+
+class ShimUpgrade : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("RMSG_UPGRADE", "on", 1);  // read once, at the engine's first use
+    const char* a = std::getenv("RMSG_RDMA_ADDR");
+    ASSERT_NE(a, nullptr) << "RMSG_RDMA_ADDR unset: run in the Soft-RoCE guest";
+    addr_.sin_family = AF_INET;
+    ASSERT_EQ(inet_pton(AF_INET, a, &addr_.sin_addr), 1);
+  }
+
+  // A shimmed listener on the RDMA address (port 0); its port in addr_.
+  int shim_listen() {
+    int l = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+    addr_.sin_port = 0;
+    EXPECT_EQ(rmsg_bind(l, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+    EXPECT_EQ(rmsg_listen(l, 8), 0);
+    socklen_t len = sizeof addr_;
+    EXPECT_EQ(rmsg_getsockname(l, reinterpret_cast<sockaddr*>(&addr_), &len), 0);
+    return l;
+  }
+
+  sockaddr_in addr_{};
+};
+
+std::vector<unsigned char> pattern(std::size_t n, unsigned seed) {
+  std::vector<unsigned char> v(n);
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x = x * 1664525u + 1013904223u;
+    b = static_cast<unsigned char>(x >> 24);
+  }
+  return v;
+}
+
+bool write_all(int fd, const unsigned char* p, std::size_t n) {
+  while (n > 0) {
+    ssize_t w = rmsg_write(fd, p, n < 7000 ? n : 7000);
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// Reads until end of stream, waiting in poll() before each read; the stream must end
+// with end of stream (0), not an error.
+std::vector<unsigned char> read_to_eof(int fd) {
+  std::vector<unsigned char> got;
+  unsigned char buf[10000];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(rmsg_poll(&p, 1, 20000), 1);  // a deadline, not a wait for an event
+    ssize_t r = rmsg_read(fd, buf, sizeof buf);
+    EXPECT_GE(r, 0) << std::strerror(errno);
+    if (r <= 0) break;
+    got.insert(got.end(), buf, buf + r);
+  }
+  return got;
+}
+
+// Until the connector's attempt has ended (a deadline, not a wait for an event).
+bool attempt_over(int fd) {
+  for (int i = 0; i < 10000; ++i) {
+    if (upgrade_view(fd).fallback != "pending") return true;
+    pollfd none{-1, 0, 0};
+    rmsg_poll(&none, 1, 1);
+  }
+  return false;
+}
+
+TEST_F(ShimUpgrade, BothEndsUnderTheShimMoveEveryByteOverRdma) {
+  int l = shim_listen();
+  auto up = pattern(3 << 20, 1);
+  auto down = pattern(1 << 20, 2);
+  std::size_t half_up = up.size() / 3, half_down = down.size() / 2;
+  std::atomic<bool> upgraded{false};
+  rmsg::posix::seams::UpgradeView server_view;
+  std::vector<unsigned char> server_got;
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    ASSERT_GE(c, 0);
+    // The first part goes out at once, before the upgrade: the cut-over offsets must
+    // deliver it exactly once, in order, before the RDMA bytes.
+    std::thread w([&] {
+      EXPECT_TRUE(write_all(c, down.data(), half_down));
+      while (!upgraded.load()) std::this_thread::yield();
+      EXPECT_TRUE(write_all(c, down.data() + half_down, down.size() - half_down));
+      EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+    });
+    server_got = read_to_eof(c);
+    w.join();
+    server_view = upgrade_view(c);
+    rmsg_close(c);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  std::thread writer([&] {
+    EXPECT_TRUE(write_all(c, up.data(), half_up));
+    EXPECT_TRUE(attempt_over(c));
+    upgraded = true;
+    EXPECT_TRUE(write_all(c, up.data() + half_up, up.size() - half_up));
+    EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+  });
+  auto client_got = read_to_eof(c);
+  writer.join();
+  server.join();
+  auto client_view = upgrade_view(c);
+  rmsg_close(c);
+  rmsg_close(l);
+
+  EXPECT_TRUE(client_got == down) << client_got.size() << " of " << down.size();
+  EXPECT_TRUE(server_got == up) << server_got.size() << " of " << up.size();
+  EXPECT_EQ(client_view.fallback, "none");
+  EXPECT_EQ(server_view.fallback, "none");
+  EXPECT_TRUE(client_view.on_rdma);
+  EXPECT_TRUE(server_view.on_rdma);
+  EXPECT_GT(client_view.rdma_bytes_out, 0u);
+  EXPECT_GT(server_view.rdma_bytes_in, 0u);
+  EXPECT_GE(client_view.rdma_bytes_out, up.size() - half_up);
+  EXPECT_GE(client_view.rdma_bytes_in, down.size() - half_down);
+  EXPECT_EQ(client_view.bytes_out, up.size());
+  EXPECT_EQ(server_view.bytes_in, up.size());
+  EXPECT_EQ(client_view.bytes_in, down.size());
+  EXPECT_GT(client_view.upgrade_us, 0u);
+  std::printf("upgrade: client %llu us, rdma out %llu of %zu; server rdma out %llu of %zu\n",
+              static_cast<unsigned long long>(client_view.upgrade_us),
+              static_cast<unsigned long long>(client_view.rdma_bytes_out), up.size(),
+              static_cast<unsigned long long>(server_view.rdma_bytes_out), down.size());
+}
+
+// Edge-triggered epoll on a non-blocking upgraded connection: the reader sleeps in
+// epoll_wait while the bytes come over RDMA, and reads each edge until EAGAIN.
+TEST_F(ShimUpgrade, EdgeTriggeredEpollSeesRdmaBytes) {
+  int l = shim_listen();
+  auto up = pattern(2 << 20, 6);
+  std::vector<unsigned char> got;
+  rmsg::posix::seams::UpgradeView view;
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    ASSERT_EQ(rmsg_fcntl(c, F_SETFL, rmsg_fcntl(c, F_GETFL) | O_NONBLOCK), 0);
+    int ep = rmsg_epoll_create1(0);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = 42;
+    ASSERT_EQ(rmsg_epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev), 0);
+    for (bool eof = false; !eof;) {
+      epoll_event out[4];
+      int n = rmsg_epoll_wait(ep, out, 4, 20000);
+      ASSERT_GT(n, 0) << "no readiness within the deadline, " << got.size() << " bytes in";
+      for (int i = 0; i < n; ++i) EXPECT_EQ(out[i].data.u64, 42u);
+      unsigned char buf[50000];
+      for (;;) {  // the edge: read until EAGAIN
+        ssize_t r = rmsg_read(c, buf, sizeof buf);
+        if (r > 0) {
+          got.insert(got.end(), buf, buf + r);
+          continue;
+        }
+        if (r == 0) eof = true;
+        if (r < 0) {
+          EXPECT_EQ(errno, EAGAIN);
+        }
+        break;
+      }
+    }
+    view = upgrade_view(c);
+    rmsg_close(c);
+    rmsg_close(ep);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  ASSERT_TRUE(write_all(c, up.data(), 1000));
+  ASSERT_TRUE(attempt_over(c));
+  EXPECT_EQ(upgrade_view(c).fallback, "none");
+  ASSERT_TRUE(write_all(c, up.data() + 1000, up.size() - 1000));
+  EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+  server.join();
+  rmsg_close(c);
+  rmsg_close(l);
+  EXPECT_TRUE(got == up) << got.size();
+  EXPECT_TRUE(view.on_rdma);
+  EXPECT_EQ(view.rdma_bytes_in, up.size() - 1000);
+}
+
+TEST_F(ShimUpgrade, ClosingWithUnreadRdmaBytesResetsThePeer) {
+  int l = shim_listen();
+  std::atomic<bool> unread_there{false};
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    char buf[200];
+    EXPECT_EQ(rmsg_recv(c, buf, 10, MSG_WAITALL), 10);    // TCP, then the nonce is checked
+    EXPECT_EQ(rmsg_recv(c, buf, 100, MSG_WAITALL), 100);  // RDMA
+    EXPECT_TRUE(upgrade_view(c).on_rdma);
+    // More RDMA bytes wait unread (peeked, so they are there) when the program closes.
+    EXPECT_GT(rmsg_recv(c, buf, 1, MSG_PEEK), 0);
+    unread_there = true;
+    rmsg_close(c);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  auto bytes = pattern(1110, 5);
+  ASSERT_TRUE(write_all(c, bytes.data(), 10));
+  ASSERT_TRUE(attempt_over(c));
+  EXPECT_EQ(upgrade_view(c).fallback, "none");
+  ASSERT_TRUE(write_all(c, bytes.data() + 10, 100));
+  ASSERT_TRUE(write_all(c, bytes.data() + 110, 1000));
+  server.join();
+  char buf[16];
+  errno = 0;
+  EXPECT_EQ(rmsg_read(c, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  rmsg_close(c);
+  rmsg_close(l);
+}
+
+TEST_F(ShimUpgrade, APlainPeerKeepsExactTcpWithReasonPeer) {
+  // A plain acceptor (the kernel's calls): the shimmed connector's rdma_cm request finds
+  // no listener (a CM reject), nothing is written into TCP.
+  int pl = ::socket(AF_INET, SOCK_STREAM, 0);
+  addr_.sin_port = 0;
+  ASSERT_EQ(::bind(pl, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  ASSERT_EQ(::listen(pl, 8), 0);
+  socklen_t len = sizeof addr_;
+  ASSERT_EQ(::getsockname(pl, reinterpret_cast<sockaddr*>(&addr_), &len), 0);
+  auto up = pattern(200000, 3);
+  std::vector<unsigned char> plain_got;
+  std::thread plain([&] {
+    int c = ::accept(pl, nullptr, nullptr);
+    unsigned char buf[8192];
+    for (ssize_t r; (r = ::read(c, buf, sizeof buf)) > 0;)
+      plain_got.insert(plain_got.end(), buf, buf + r);
+    ::close(c);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  EXPECT_TRUE(write_all(c, up.data(), up.size()));
+  // The attempt ends on its own (a reject in one round trip, or the deadline).
+  for (int i = 0; i < 2000 && upgrade_view(c).fallback == "pending"; ++i) {
+    pollfd none{-1, 0, 0};
+    rmsg_poll(&none, 1, 1);
+  }
+  EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+  plain.join();
+  auto v = upgrade_view(c);
+  rmsg_close(c);
+  ::close(pl);
+  EXPECT_TRUE(plain_got == up) << plain_got.size();
+  EXPECT_EQ(v.fallback, "peer");
+  EXPECT_FALSE(v.on_rdma);
+  EXPECT_EQ(v.rdma_bytes_out, 0u);
+}
+
+TEST_F(ShimUpgrade, AForgedBindingFromAHostKnowingTheFourTupleIsRefused) {
+  int l = shim_listen();
+  // The real peer: plain TCP, no shim.
+  int plain = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(plain, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  int s = rmsg_accept(l, nullptr, nullptr);
+  ASSERT_GE(s, 0);
+  sockaddr_in6 mine{}, theirs{};
+  socklen_t a = sizeof mine, b = sizeof theirs;
+  ASSERT_EQ(::getsockname(plain, reinterpret_cast<sockaddr*>(&mine), &a), 0);
+  ASSERT_EQ(::getpeername(plain, reinterpret_cast<sockaddr*>(&theirs), &b), 0);
+
+  // The forger: an rdma_cm connection to the shim's port claiming that 4-tuple.
+  auto loop = rmsg::EventLoop::create().value();
+  auto target =
+      rmsg::SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&addr_), sizeof addr_);
+  rmsg::Stream forged;
+  bool done = false;
+  rmsg::rdma_connect(*loop, target, rmsg::testing::test_options(),
+                     [&](rmsg::Result<rmsg::Stream> r) {
+                       ASSERT_TRUE(r) << r.error().message();
+                       forged = std::move(r.value());
+                       done = true;
+                     });
+  ASSERT_TRUE(loop->run_for([&] { return done; }, std::chrono::seconds(10)));
+  namespace wire = rmsg::posix::upgrade_wire;
+  wire::Offer offer;
+  offer.local = mine;
+  offer.peer = theirs;
+  offer.offset = 0;
+  std::uint8_t rec[wire::kOfferSize];
+  wire::encode(offer, std::span<std::uint8_t, wire::kOfferSize>(rec));
+  ASSERT_TRUE(forged.write(rec, sizeof rec));
+  std::string challenge;
+  ASSERT_TRUE(loop->run_for(
+      [&] {
+        char buf[64];
+        auto r = forged.read(buf, sizeof buf);
+        if (r && r.value() > 0) challenge.append(buf, r.value());
+        return challenge.size() >= wire::kChallengeSize;
+      },
+      std::chrono::seconds(10)));
+  auto ch = wire::decode_challenge(std::span<const std::uint8_t, wire::kChallengeSize>(
+      reinterpret_cast<const std::uint8_t*>(challenge.data()), wire::kChallengeSize));
+  ASSERT_TRUE(ch);
+  EXPECT_EQ(ch->status, wire::Status::ok);  // the 4-tuple and source address matched
+
+  // The real peer's bytes, not the nonce: the acceptor reads them all, exactly.
+  auto data = pattern(5000, 4);
+  ASSERT_EQ(::write(plain, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  ::shutdown(plain, SHUT_WR);
+  std::vector<unsigned char> got;
+  unsigned char buf[4096];
+  for (ssize_t r; (r = rmsg_read(s, buf, sizeof buf)) > 0;) got.insert(got.end(), buf, buf + r);
+  EXPECT_TRUE(got == data) << got.size();
+  EXPECT_EQ(upgrade_view(s).fallback, "binding");
+  EXPECT_FALSE(upgrade_view(s).on_rdma);
+  // The forged stream is closed by the acceptor.
+  EXPECT_TRUE(loop->run_for(
+      [&] {
+        char tail[64];
+        auto r = forged.read(tail, sizeof tail);
+        return !r ? r.error() != rmsg::Errc::would_block : r.value() == 0;
+      },
+      std::chrono::seconds(10)));
+  // The program's side is untouched: it can still answer on TCP.
+  EXPECT_EQ(rmsg_write(s, "ok", 2), 2);
+  char two[2];
+  EXPECT_EQ(::read(plain, two, 2), 2);
+  rmsg_close(s);
+  rmsg_close(l);
+  ::close(plain);
+}
+
+}  // namespace
