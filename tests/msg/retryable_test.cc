@@ -10,12 +10,12 @@
 #include <system_error>
 #include <vector>
 
-#include "wire/frame_errors.h"
 #include "rmsg/connection_manager.h"
 #include "rmsg/messenger.h"
 #include "rmsg/rdma_errors.h"
 #include "rmsg/result.h"
 #include "rmsg/rpc.h"
+#include "wire/frame_errors.h"
 
 namespace rmsg {
 namespace {
