@@ -4,7 +4,6 @@
 // its loop on a thread of its own. Every message once and in order per (sender thread,
 // peer); one session per peer.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,7 +21,6 @@
 #include "rmsg/loop_threads.h"
 #include "rmsg/messenger.h"
 #include "rmsg/rpc.h"
-#include "wire/banner.h"
 
 namespace rmsg::testing {
 namespace {
@@ -96,21 +94,6 @@ void send_all(Messenger& m, NodeId to, std::uint32_t sender, std::uint64_t seq) 
   }
 }
 
-MessengerOptions opts(NodeId id) {
-  MessengerOptions o;
-  o.node_id = id;
-  o.backoff_initial = 2ms;
-  o.backoff_max = 50ms;
-  return o;
-}
-
-ConnectionParams tcp_to(const std::string& address) {
-  ConnectionParams p;
-  p.transport = Transport::tcp;
-  p.peer = SocketAddress::parse(address).value();
-  return p;
-}
-
 TEST(MessengerThreads, FourLoopsEightSendersSixteenPeersOverTcp) {
   constexpr NodeId kHub = 1;
   constexpr int kPeers = 16;
@@ -122,28 +105,29 @@ TEST(MessengerThreads, FourLoopsEightSendersSixteenPeersOverTcp) {
   auto peer_loops = LoopThreads::create(4).value();
   std::vector<Inbox> at_hub(kPeers + 2);   // by sending peer's node id
   std::vector<Inbox> at_peer(kPeers + 2);  // by receiving peer's node id
-  auto hub = Messenger::create(hub_loops->loops(), opts(kHub),
+  auto hub = Messenger::create(hub_loops->loops(), quick_reconnect_options(kHub),
                                [&](NodeId from, std::span<const std::byte> p) {
                                  at_hub[from].take(p);
                                  done.one();
                                })
                  .value();
   const auto any = SocketAddress::parse("127.0.0.1:0").value();
-  const auto hub_addr = hub->listen(any, tcp_to("127.0.0.1:1")).value();
+  const auto hub_addr = hub->listen(any, tcp_params("127.0.0.1:1")).value();
   std::vector<std::unique_ptr<Messenger>> peers;
   for (int i = 0; i < kPeers; ++i) {
     const NodeId id = 2 + static_cast<NodeId>(i);
-    auto m = Messenger::create(peer_loops->loop(static_cast<std::size_t>(i) % 4), opts(id),
+    auto m = Messenger::create(peer_loops->loop(static_cast<std::size_t>(i) % 4),
+                               quick_reconnect_options(id),
                                [&, id](NodeId from, std::span<const std::byte> p) {
                                  if (from == kHub) at_peer[id].take(p);
                                  done.one();
                                })
                  .value();
-    const auto addr = m->listen(any, tcp_to("127.0.0.1:1")).value();
-    ASSERT_TRUE(m->add_peer(kHub, tcp_to(hub_addr)).ok());
+    const auto addr = m->listen(any, tcp_params("127.0.0.1:1")).value();
+    ASSERT_TRUE(m->add_peer(kHub, tcp_params(hub_addr)).ok());
     // Half the peers are reachable by the hub's own connects; the rest only connect to it.
     if (i % 2 == 0) {
-      ASSERT_TRUE(hub->add_peer(id, tcp_to(addr)).ok());
+      ASSERT_TRUE(hub->add_peer(id, tcp_params(addr)).ok());
     }
     peers.push_back(std::move(m));
   }
@@ -202,7 +186,7 @@ TEST(MessengerThreads, SendersOnOtherThreadsOverTheLoopbackStream) {
   Inbox at_b;
   auto faults = std::make_shared<LoopbackFaults>();
   auto make = [&](NodeId id, Inbox& inbox) {
-    return MessengerAccess::create(loop, opts(id),
+    return MessengerAccess::create(loop, quick_reconnect_options(id),
                                    std::make_unique<LoopbackStreams>(loop, faults, faults),
                                    [&](NodeId, std::span<const std::byte> p) {
                                      inbox.take(p);
@@ -252,18 +236,19 @@ TEST(MessengerThreads, RpcCallsFromForeignThreads) {
   constexpr int kEach = 150;
   auto loops = LoopThreads::create(2).value();
   RpcOptions co;
-  co.messenger = opts(1);
+  co.messenger = quick_reconnect_options(1);
   RpcOptions so;
-  so.messenger = opts(2);
+  so.messenger = quick_reconnect_options(2);
   auto client = RpcEndpoint::create(loops->loop(0), co).value();
   auto server = RpcEndpoint::create(loops->loop(1), so).value();
   Done oneways(static_cast<std::uint64_t>(kCallers) * kEach);
   server->handle(1, [](const RpcRequest& req, RpcResponder reply) { reply.ok(req.body); });
   server->handle_oneway(2, [&](const RpcRequest&) { oneways.one(); });
-  const auto addr = server->messenger()
-                        .listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1"))
-                        .value();
-  ASSERT_TRUE(client->messenger().add_peer(2, tcp_to(addr)).ok());
+  const auto addr =
+      server->messenger()
+          .listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_params("127.0.0.1:1"))
+          .value();
+  ASSERT_TRUE(client->messenger().add_peer(2, tcp_params(addr)).ok());
   loops->start();
 
   Done done(static_cast<std::uint64_t>(kCallers) * kEach);
@@ -302,135 +287,11 @@ TEST(MessengerThreads, RpcCallsFromForeignThreads) {
 namespace rmsg::testing {
 namespace {
 
-// A raw TCP client of the router: what it sends (if anything) and whether it closes.
-int raw_connect(const std::string& address) {
-  const auto a = SocketAddress::parse(address).value();
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || ::connect(fd, a.sockaddr_ptr(), a.length()) != 0) return -1;
-  return fd;
-}
-
-// With several loops, loop 0 peeks at every accepted TCP connection: garbage, silence and
-// an early close are closed and counted, never handed to a shard.
-TEST(MessengerThreads, TheRouterClosesWhatIsNoHello) {
-  auto loops = LoopThreads::create(2).value();  // driven by this thread: never started
-  MessengerOptions o = opts(1);
-  o.handshake_timeout = 100ms;
-  auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
-  const auto addr =
-      m->listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1")).value();
-  EventLoop& l0 = loops->loop(0);
-  auto value = [&](const char* name) { return m->counters(0).value(name); };
-
-  const int garbage = raw_connect(addr);
-  ASSERT_GE(garbage, 0);
-  const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(::send(garbage, http.data(), http.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(http.size()));
-  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.malformed") == 1; }, 5s));
-
-  const int early = raw_connect(addr);
-  ASSERT_GE(early, 0);
-  ::close(early);
-  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.closed") == 1; }, 5s));
-
-  const int silent = raw_connect(addr);
-  ASSERT_GE(silent, 0);
-  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.timeout") == 1; }, 5s));
-  char b = 0;
-  EXPECT_LE(::recv(silent, &b, 1, 0), 0);  // closed by the router
-  EXPECT_LE(::recv(garbage, &b, 1, 0), 0);
-  EXPECT_EQ(value("msg.route.routed"), 0u);
-  EXPECT_EQ(m->counter_total("msg.accepts"), 0u);
-  ::close(garbage);
-  ::close(silent);
-}
-
-// A routed socket whose peer sent part of a banner and hung up (FIN) can never complete:
-// it is closed at once, for a few loop callbacks (a peek of a socket at end of stream
-// finds it readable for ever, so waiting for the rest would spin loop 0 until the
-// handshake timeout).
-TEST(MessengerThreads, TheRouterClosesAPartialBannerThatHungUpAtOnce) {
-  auto loops = LoopThreads::create(2).value();  // driven by this thread: never started
-  MessengerOptions o = opts(1);
-  o.handshake_timeout = 30s;
-  auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
-  const auto addr =
-      m->listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1")).value();
-  EventLoop& l0 = loops->loop(0);
-  auto value = [&](const char* name) { return m->counters(0).value(name); };
-  const int fd = raw_connect(addr);
-  ASSERT_GE(fd, 0);
-  const std::string part = "rmsg-msg\x01";  // the magic and one byte more, then FIN
-  ASSERT_EQ(::send(fd, part.data(), part.size(), MSG_NOSIGNAL), static_cast<ssize_t>(part.size()));
-  ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
-  const auto t0 = l0.now();
-  const std::uint64_t before = l0.counters().value("loop.callbacks");
-  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.closed") == 1; }, 2s));
-  EXPECT_LE(l0.counters().value("loop.callbacks") - before, 3u);
-  EXPECT_LT(l0.now() - t0, o.handshake_timeout);
-  char b = 0;
-  EXPECT_LE(::recv(fd, &b, 1, 0), 0);  // closed (reset: its bytes were never read)
-  ::close(fd);
-  // A whole banner the shard would refuse (here its CRC) is refused as soon as it is in,
-  // without a hangup, not at the handshake timeout (B3).
-  const int bad = raw_connect(addr);
-  ASSERT_GE(bad, 0);
-  auto banner = wire::encode_banner(wire::Banner{});
-  banner[wire::kBannerFixedSize] ^= std::byte{1};
-  ASSERT_EQ(::send(bad, banner.data(), banner.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(banner.size()));
-  const auto t1 = l0.now();
-  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.malformed") == 1; }, 2s));
-  EXPECT_LT(l0.now() - t1, o.handshake_timeout);
-  ::close(bad);
-}
-
-// A flood of silent connections holds at most max_accepts_waiting sockets: each one more
-// closes the one that has waited longest.
-TEST(MessengerThreads, TheRouterBoundsTheSocketsWaitingForAHello) {
-  auto loops = LoopThreads::create(2).value();  // driven by this thread: never started
-  MessengerOptions o = opts(1);
-  o.handshake_timeout = 30s;
-  o.max_accepts_waiting = 4;
-  auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
-  const auto addr =
-      m->listen(SocketAddress::parse("127.0.0.1:0").value(), tcp_to("127.0.0.1:1")).value();
-  EventLoop& l0 = loops->loop(0);
-  auto value = [&](const char* name) { return m->counters(0).value(name); };
-  std::vector<int> flood;
-  for (int i = 0; i < 10; ++i) {
-    flood.push_back(raw_connect(addr));
-    ASSERT_GE(flood.back(), 0);
-    // One at a time, so that the order of arrival is the order of connects.
-    ASSERT_TRUE(
-        l0.run_for([&] { return value("msg.route.evicted") == (i < 4 ? 0u : i - 3u); }, 5s));
-  }
-  ASSERT_TRUE(l0.run_for([&] { return value("msg.route.evicted") == 6; }, 5s));
-  for (int i = 0; i < 10; ++i) {
-    char b = 0;
-    const ssize_t n = ::recv(flood[i], &b, 1, MSG_DONTWAIT);
-    if (i < 6) {
-      EXPECT_EQ(n, 0) << "socket " << i << " (among the oldest) is still open";
-    } else {
-      EXPECT_TRUE(n < 0 && errno == EAGAIN) << "socket " << i << " (among the newest) was closed";
-    }
-    ::close(flood[i]);
-  }
-  EXPECT_EQ(value("msg.route.timeout"), 0u);
-}
-
-}  // namespace
-}  // namespace rmsg::testing
-
-namespace rmsg::testing {
-namespace {
-
 // The queue bounds answer a send from another thread at once: the per-peer and the
 // messenger-wide budget are reserved before the message is handed to its loop.
 TEST(MessengerThreads, AFullQueueIsRefusedAtOnceFromAnotherThread) {
   auto loops = LoopThreads::create(2).value();
-  MessengerOptions o = opts(1);
+  MessengerOptions o = quick_reconnect_options(1);
   o.session_max_messages = 10;
   o.total_max_messages = 15;
   auto m = Messenger::create(loops->loops(), o, [](NodeId, std::span<const std::byte>) {}).value();
@@ -461,12 +322,12 @@ TEST(MessengerThreads, ARefusalOnAnotherThreadEndsWithWritableOnTheOwnersLoop) {
   auto loops = LoopThreads::create(2).value();
   auto peer_loop = LoopThreads::create(1).value();
   std::atomic<int> delivered{0};
-  auto b = Messenger::create(peer_loop->loop(0), opts(5), [&](NodeId, std::span<const std::byte>) {
-             ++delivered;
-           }).value();
+  auto b = Messenger::create(peer_loop->loop(0), quick_reconnect_options(5),
+                             [&](NodeId, std::span<const std::byte>) { ++delivered; })
+               .value();
   const auto any = SocketAddress::parse("127.0.0.1:0").value();
-  const auto b_addr = b->listen(any, tcp_to("127.0.0.1:1")).value();
-  MessengerOptions o = opts(1);
+  const auto b_addr = b->listen(any, tcp_params("127.0.0.1:1")).value();
+  MessengerOptions o = quick_reconnect_options(1);
   o.session_max_messages = 8;
   Done writable(1);
   std::atomic<bool> wrong_thread{false};
@@ -485,7 +346,7 @@ TEST(MessengerThreads, ARefusalOnAnotherThreadEndsWithWritableOnTheOwnersLoop) {
   const auto p = numbered(1);
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(a->send(5, p).ok()) << i;  // no address yet
   EXPECT_EQ(a->send(5, p).error(), make_error_code(Errc::resource_exhausted));
-  ASSERT_TRUE(a->add_peer(5, tcp_to(b_addr)).ok());
+  ASSERT_TRUE(a->add_peer(5, tcp_params(b_addr)).ok());
   EXPECT_TRUE(writable.wait(10s));
   EXPECT_FALSE(wrong_thread.load());
   EXPECT_EQ(writable.count(), 1u);
@@ -499,11 +360,12 @@ TEST(MessengerThreads, ARefusalOnAnotherThreadEndsWithWritableOnTheOwnersLoop) {
 TEST(MessengerThreads, ARefusalForAPeerWithNoSessionEndsWithWritable) {
   auto loops = LoopThreads::create(2).value();
   auto peer_loop = LoopThreads::create(1).value();
-  auto b = Messenger::create(peer_loop->loop(0), opts(5), [](NodeId, std::span<const std::byte>) {
-           }).value();
+  auto b = Messenger::create(peer_loop->loop(0), quick_reconnect_options(5),
+                             [](NodeId, std::span<const std::byte>) {})
+               .value();
   const auto any = SocketAddress::parse("127.0.0.1:0").value();
-  const auto b_addr = b->listen(any, tcp_to("127.0.0.1:1")).value();
-  MessengerOptions o = opts(1);
+  const auto b_addr = b->listen(any, tcp_params("127.0.0.1:1")).value();
+  MessengerOptions o = quick_reconnect_options(1);
   o.total_max_messages = 8;
   std::mutex mu;
   std::map<NodeId, int> writable;
@@ -536,7 +398,7 @@ TEST(MessengerThreads, ARefusalForAPeerWithNoSessionEndsWithWritable) {
   EXPECT_EQ(a->send(same, p).error(), make_error_code(Errc::resource_exhausted));
   EXPECT_EQ(a->send(other, p).error(), make_error_code(Errc::resource_exhausted));
   EXPECT_EQ(a->send(other, p).error(), make_error_code(Errc::resource_exhausted));  // same episode
-  ASSERT_TRUE(a->add_peer(5, tcp_to(b_addr)).ok());
+  ASSERT_TRUE(a->add_peer(5, tcp_params(b_addr)).ok());
   EXPECT_TRUE(two.wait(10s));
   for (std::size_t i = 0; i < loops->size(); ++i) loops->run_sync(i, [] {});  // events queued
   EXPECT_FALSE(wrong_thread.load());
@@ -592,20 +454,21 @@ TEST(MessengerThreads, MaxConnectionsBoundsAcceptedConnectionsOnEveryLoop) {
   auto loops = LoopThreads::create(3).value();
   auto peer_loop = LoopThreads::create(1).value();
   Census census;
-  MessengerOptions o = opts(1);
+  MessengerOptions o = quick_reconnect_options(1);
   o.max_connections = 3;
   auto hub = Messenger::create(
                  loops->loops(), o, [](NodeId, std::span<const std::byte>) {},
                  [&census](SessionEvent e) { census.hub(e); })
                  .value();
   const auto any = SocketAddress::parse("127.0.0.1:0").value();
-  const auto addr = hub->listen(any, tcp_to("127.0.0.1:1")).value();
+  const auto addr = hub->listen(any, tcp_params("127.0.0.1:1")).value();
   std::set<EventLoop*> owners;
   std::map<NodeId, std::unique_ptr<Messenger>> peers;
   for (NodeId id = 2; id < 8; ++id) {
     owners.insert(&hub->loop_of(id));
     peers[id] = Messenger::create(
-                    peer_loop->loop(0), opts(id), [](NodeId, std::span<const std::byte>) {},
+                    peer_loop->loop(0), quick_reconnect_options(id),
+                    [](NodeId, std::span<const std::byte>) {},
                     [&census, id](SessionEvent e) { census.peer(id, e); })
                     .value();
   }
@@ -613,7 +476,7 @@ TEST(MessengerThreads, MaxConnectionsBoundsAcceptedConnectionsOnEveryLoop) {
   loops->start();
   peer_loop->start();
   for (auto& [id, m] : peers) {
-    ASSERT_TRUE(m->add_peer(1, tcp_to(addr)).ok());
+    ASSERT_TRUE(m->add_peer(1, tcp_params(addr)).ok());
     ASSERT_TRUE(m->send(1, numbered(1)).ok());
   }
   // 3 in; each of the others refused twice at least (it retried and was refused again).
@@ -648,17 +511,17 @@ TEST(MessengerThreads, GracefulShutdownDrainsEveryLoop) {
   std::vector<std::string> addrs;
   const auto any = SocketAddress::parse("127.0.0.1:0").value();
   for (NodeId id = 2; id < 10; ++id) {
-    peers.push_back(
-        Messenger::create(peer_loop->loop(0), opts(id), [&](NodeId, std::span<const std::byte>) {
-          ++delivered;
-        }).value());
-    addrs.push_back(peers.back()->listen(any, tcp_to("127.0.0.1:1")).value());
+    peers.push_back(Messenger::create(peer_loop->loop(0), quick_reconnect_options(id),
+                                      [&](NodeId, std::span<const std::byte>) { ++delivered; })
+                        .value());
+    addrs.push_back(peers.back()->listen(any, tcp_params("127.0.0.1:1")).value());
   }
-  auto a =
-      Messenger::create(loops->loops(), opts(1), [](NodeId, std::span<const std::byte>) {}).value();
+  auto a = Messenger::create(loops->loops(), quick_reconnect_options(1),
+                             [](NodeId, std::span<const std::byte>) {})
+               .value();
   std::set<EventLoop*> owners;
   for (NodeId id = 2; id < 10; ++id) {
-    ASSERT_TRUE(a->add_peer(id, tcp_to(addrs[id - 2])).ok());
+    ASSERT_TRUE(a->add_peer(id, tcp_params(addrs[id - 2])).ok());
     owners.insert(&a->loop_of(id));
   }
   ASSERT_EQ(owners.size(), 2u);  // the drain has something to wait for on both loops
@@ -689,7 +552,7 @@ namespace {
 // stopped every session is gone.
 TEST(MessengerThreads, SessionsExpireWhileOtherThreadsSendToThem) {
   auto loops = LoopThreads::create(2).value();
-  MessengerOptions o = opts(1);
+  MessengerOptions o = quick_reconnect_options(1);
   o.session_expiry = 20ms;  // no addresses: every session waits for its peer, then expires
   std::mutex mu;
   std::condition_variable cv;

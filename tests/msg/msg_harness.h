@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "kit/loopback.h"
@@ -105,6 +106,23 @@ class LoopbackStreams final : public StreamFactory {
   std::shared_ptr<LoopbackFaults> connect_;
   std::shared_ptr<LoopbackFaults> accept_;
 };
+
+// A node that reconnects fast (backoff 2-50 ms), for tests that break connections.
+inline MessengerOptions quick_reconnect_options(NodeId id) {
+  MessengerOptions o;
+  o.node_id = id;
+  o.backoff_initial = std::chrono::milliseconds(2);
+  o.backoff_max = std::chrono::milliseconds(50);
+  return o;
+}
+
+// TCP to "ip:port".
+inline ConnectionParams tcp_params(const std::string& address) {
+  ConnectionParams p;
+  p.transport = Transport::tcp;
+  p.peer = SocketAddress::parse(address).value();
+  return p;
+}
 
 inline ConnectionParams loopback_params(std::uint16_t port) {
   ConnectionParams p;
