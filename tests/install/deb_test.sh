@@ -1,6 +1,6 @@
 #!/bin/bash
 # The built Debian packages, unpacked into a temporary root (dpkg -x: no install, nothing
-# on the machine changes) and used as a user would: examples/echo_loop.cc (C++) built with
+# on the machine changes) and used as a user would: examples/echo_loop.cc and examples/kv/ (C++) built with
 # `pkg-config --cflags --libs rmsg` and with find_package(rmsg), tests/posix/c_api_test.c
 # (C) with `pkg-config --cflags --libs rmsg-socket`, each run against the unpacked
 # libraries; every installed tool answers --help and has its man page; rmsg-run finds its
@@ -38,12 +38,17 @@ c++ -std=c++20 -o "$tmp/echo_pc" "$src/examples/echo_loop.cc" $pc
 # shellcheck disable=SC2086
 cc -o "$tmp/c_api_pc" "$src/tests/posix/c_api_test.c" $pc_socket
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$root/usr" -DEXAMPLE_SOURCE="$src/examples/echo_loop.cc" >/dev/null
+  -DCMAKE_PREFIX_PATH="$root/usr" -DEXAMPLES_DIR="$src/examples" -DWITH_KV=ON >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
 export LD_LIBRARY_PATH=$lib
 for prog in "$tmp/echo_pc" "$tmp/c_api_pc" "$tmp/consumer/echo_loop"; do
   objdump -p "$prog" | grep -Eq 'NEEDED +librmsg(-socket)?\.so\.0$' || fail "$prog links no librmsg"
   "$prog" >/dev/null || fail "$prog failed"
+done
+# The kv example (a server and a client that need each other) is built and linked only:
+# examples.kv_pair runs it.
+for prog in "$tmp/consumer/kv_server" "$tmp/consumer/kv_client"; do
+  objdump -p "$prog" | grep -Eq 'NEEDED +librmsg\.so\.0$' || fail "$prog links no librmsg"
 done
 
 for tool in rmsg-run rmsg-perf rmsg-info rmsg-objstore rmsg-objstore-server; do
