@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "base/retry_rules.h"
-#include "msg/messenger_front.h"
 #include "rpc/rpc_impl.h"
 
 namespace rmsg {
@@ -63,15 +62,10 @@ RpcEndpoint::Impl::Impl(EventLoop& loop, const RpcOptions& options,
       dedupe_(options.dedupe_entries) {}
 
 void RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
-  messenger_ = &messenger;
-  messenger_front_ = &MessengerAccess::front(messenger);
-  service_ = service;
-  wait_max_bytes_ = messenger.options().session_max_bytes;
   // Shard i of the endpoint is on the loop of the messenger's shard i (rpc_front.cc).
-  Messenger::Impl& shard = *messenger_front_->shards_[id_index_].impl;
-  rx_time_ = &shard.dispatch_rx_;
-  pool_ = &shard.pool_;
-  shard_ = &shard;
+  port_ = msg::MessengerPort(messenger, id_index_);
+  service_ = service;
+  wait_max_bytes_ = port_.options().session_max_bytes;
 }
 
 void RpcEndpoint::Impl::close() {
@@ -91,8 +85,7 @@ void RpcEndpoint::Impl::close() {
   pending_.clear();
   spare_states_.clear();
   flush_backlog(0, false);
-  messenger_ = nullptr;
-  shard_ = nullptr;
+  port_.close();
 }
 
 void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> payload) {
@@ -151,7 +144,7 @@ void RpcEndpoint::Impl::forget_peer(NodeId peer) {
     update_pause(peer, pc);
     return;
   }
-  if (pc.paused && messenger_ != nullptr) MessengerAccess::set_paused(*messenger_, peer, false);
+  if (pc.paused && !closed()) port_.set_read_paused(peer, false);
   if (peer_cache_ == &pc) {
     peer_cache_id_ = 0;
     peer_cache_ = nullptr;

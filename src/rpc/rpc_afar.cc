@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "msg/messenger_front.h"
 #include "rpc/rpc_impl.h"
 
 namespace rmsg {
@@ -45,11 +44,12 @@ Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
   const Clock::time_point deadline = options.deadline;
   // Outstanding from now on for cancel() (before the loop may adopt it, or a cancel come).
   call_states_.add(id);
-  auto r = messenger_front_->send_tracked(
-      peer, rpc::encode_rpc(h, body), lane_for(rpc::RpcHeader::kSize + body.size()),
-      [weak, id, peer, now, deadline, done](Messenger::Ticket t) {
-        if (auto self = weak.lock()) self->adopt(id, peer, t, now, deadline, done);
-      });
+  auto r = port_.send_tracked(peer, rpc::encode_rpc(h, body),
+                              lane_for(rpc::RpcHeader::kSize + body.size()),
+                              [weak, id, peer, now, deadline, done](Messenger::Ticket t) {
+                                if (auto self = weak.lock())
+                                  self->adopt(id, peer, t, now, deadline, done);
+                              });
   if (!r) {
     call_states_.remove(id);
     --outstanding_;
@@ -71,7 +71,7 @@ void RpcEndpoint::Impl::adopt(CallId id, NodeId peer, Messenger::Ticket ticket,
   // Its calls failed meanwhile (shutdown(), a drain that ended, close()): so does this one
   // (its request is withdrawn). During a drain it is drained like the others.
   if (calls_failed_) {
-    if (messenger_ != nullptr) messenger_->withdraw(peer, ticket);
+    if (!closed()) port_.withdraw(peer, ticket);
     RpcResponse r;
     r.error = make_error_code(RpcErrc::shutting_down);
     complete(id, std::move(r));  // completes cancelled instead if a cancel claimed it

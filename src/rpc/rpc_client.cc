@@ -4,7 +4,6 @@
 #include <utility>
 #include <vector>
 
-#include "msg/messenger_impl.h"
 #include "rpc/rpc_impl.h"
 
 namespace rmsg {
@@ -44,7 +43,7 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
   auto bytes = encode(h, body);
   const auto lane = lane_for(bytes.size());
   // The messenger shard of this loop owns `peer` (this shard serves only its peers).
-  auto ticket = shard_->send_tracked(peer, std::move(bytes), lane);
+  auto ticket = port_.send_here(peer, std::move(bytes), lane);
   if (!ticket) {
     --outstanding_;
     return ticket.error();
@@ -124,9 +123,9 @@ void RpcEndpoint::Impl::on_reply(NodeId from, const rpc::RpcHeader& h,
   RpcResponse r;
   if (h.status != rpc::RpcStatus::ok) r.error = make_error_code(errc_of(h.status));
   r.app_code = h.word;
-  r.body = pool_->take();
+  r.body = port_.buffers().take();
   r.body.assign(body.begin(), body.end());
-  complete(it, std::move(r), *rx_time_);  // when the reply was read stands for now
+  complete(it, std::move(r), port_.dispatch_time());  // when the reply was read stands for now
 }
 
 void RpcEndpoint::Impl::arm_deadline_timer() {
@@ -157,7 +156,7 @@ void RpcEndpoint::Impl::on_deadline(CallId id) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
   // Keep the request out of any replay: it must not run after the caller gave up.
-  if (messenger_->withdraw(it->second.peer, it->second.ticket)) {
+  if (port_.withdraw(it->second.peer, it->second.ticket)) {
     counters_.counter("rpc.withdrawn").add();
   }
   RpcResponse r;
@@ -180,7 +179,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
 void RpcEndpoint::Impl::cancel_now(Calls::iterator it) {
   const CallId id = it->first;
   const NodeId peer = it->second.peer;
-  if (messenger_->withdraw(peer, it->second.ticket)) {
+  if (port_.withdraw(peer, it->second.ticket)) {
     counters_.counter("rpc.withdrawn").add();
   }
   // The request may already have been delivered: tell the server (best effort; a full
@@ -188,8 +187,7 @@ void RpcEndpoint::Impl::cancel_now(Calls::iterator it) {
   rpc::RpcHeader h;
   h.kind = rpc::RpcKind::cancel;
   h.id = id;
-  if (!messenger_->send(peer, encode(h, {}),
-                        {.lane = Messenger::Lane::priority, .service = service_})) {
+  if (!port_.send(peer, encode(h, {}), {.lane = Messenger::Lane::priority, .service = service_})) {
     counters_.counter("rpc.cancel_not_sent").add();
   }
   RpcResponse r;
@@ -209,7 +207,7 @@ Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
   const bool here = loop_.in_loop_thread();
   auto bytes = here ? encode(h, body) : rpc::encode_rpc(h, body);
   const auto lane = lane_for(bytes.size());
-  RMSG_TRY(messenger_->send(peer, std::move(bytes), lane));  // any thread
+  RMSG_TRY(port_.send(peer, std::move(bytes), lane));  // any thread
   if (here) {
     peer_counters(peer).oneway_sent->add_owned();
     return {};

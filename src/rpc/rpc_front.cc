@@ -40,7 +40,7 @@ Messenger::DispatchCallback RpcEndpoint::Front::dispatch() {
   }
   // Runs on the loop that owns `from` (the messenger dispatches on the session's loop).
   return [routes = routes_](NodeId from, std::span<const std::byte> payload) {
-    if (auto self = routes->shards[routes->front->owner(from)].lock()) {
+    if (auto self = routes->shards[routes->port.owner(from)].lock()) {
       self->on_message(from, payload);
     }
   };
@@ -54,7 +54,7 @@ Messenger::EventCallback RpcEndpoint::Front::events() {
     };
   }
   return [routes = routes_](SessionEvent e) {
-    if (auto self = routes->shards[routes->front->owner(e.peer)].lock()) {
+    if (auto self = routes->shards[routes->port.owner(e.peer)].lock()) {
       self->on_event(std::move(e));
     }
   };
@@ -62,8 +62,8 @@ Messenger::EventCallback RpcEndpoint::Front::events() {
 
 void RpcEndpoint::Front::bind(Messenger& messenger, ServiceId service) {
   messenger_ = &messenger;
-  messenger_front_ = &MessengerAccess::front(messenger);
-  routes_->front = messenger_front_;
+  port_ = msg::MessengerPort(messenger, 0);
+  routes_->port = port_;
   service_ = service;
   for (auto& s : shards_) s->start(messenger, service);
 }
@@ -79,8 +79,8 @@ Result<std::unique_ptr<RpcEndpoint::Front>> RpcEndpoint::Front::create_owned(
   }
   auto front = std::make_unique<Front>();
   front->make_shards(loops, options, on_event);
-  auto m = MessengerAccess::create(loops, options.messenger, make_streams, front->dispatch(),
-                                   front->events());
+  auto m = msg::MessengerPort::create(loops, options.messenger, make_streams, front->dispatch(),
+                                      front->events());
   if (!m) return m.error();
   front->owned_ = std::move(m).value();
   front->bind(*front->owned_, 0);
@@ -93,9 +93,10 @@ Result<std::unique_ptr<RpcEndpoint::Front>> RpcEndpoint::Front::create_attached(
   if (!valid(options, messenger.options())) return make_error_code(Errc::invalid_argument);
   RpcOptions o = options;
   o.messenger = messenger.options();
-  Messenger::Front& mf = MessengerAccess::front(messenger);
   std::vector<EventLoop*> loops;
-  for (const auto& sh : mf.shards_) loops.push_back(sh.loop);
+  for (std::size_t i = 0; i < messenger.loop_count(); ++i) {
+    loops.push_back(&msg::MessengerPort(messenger, i).loop());
+  }
   auto front = std::make_unique<Front>();
   front->make_shards(loops, o, on_event);
   front->bind(messenger, service);  // before attach: its callbacks may run at once

@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "msg/messenger_front.h"
+#include "msg/messenger_port.h"
 #include "rmsg/rpc.h"
 #include "rpc/rpc_impl.h"
 
@@ -23,7 +23,7 @@ namespace rmsg {
 
 class RpcEndpoint::Front {
  public:
-  using MakeStreams = Messenger::Front::MakeStreams;
+  using MakeStreams = msg::MessengerPort::MakeStreams;
 
   // An endpoint that owns its messenger over `loops` (made before they run when there
   // are several). Errors: those of Messenger::create; Errc::invalid_argument.
@@ -53,7 +53,7 @@ class RpcEndpoint::Front {
 
   // The shard of `peer`'s session: its loop is Messenger::loop_of(peer).
   Impl& shard_of(NodeId peer) const noexcept {
-    return shards_.size() == 1 ? *shards_[0] : *shards_[messenger_front_->owner(peer)];
+    return shards_.size() == 1 ? *shards_[0] : *shards_[port_.owner(peer)];
   }
   // The shard that gave out call id `id` (any id names one).
   Impl& shard_of_call(CallId id) const noexcept {
@@ -71,7 +71,7 @@ class RpcEndpoint::Front {
   std::shared_ptr<Impl::Shared> shared_ = std::make_shared<Impl::Shared>();
   std::vector<std::shared_ptr<Impl>> shards_;
   Messenger* messenger_ = nullptr;
-  Messenger::Front* messenger_front_ = nullptr;
+  msg::MessengerPort port_;  // shard 0's: the routing (any thread)
   std::unique_ptr<Messenger> owned_;
   ServiceId service_ = 0;
   bool attached_ = false;
@@ -92,7 +92,7 @@ class RpcEndpoint::Front {
   // The route table the several-shard callbacks hold (filled by bind()).
   struct Routes {
     std::vector<std::weak_ptr<Impl>> shards;
-    const Messenger::Front* front = nullptr;
+    msg::MessengerPort port;
   };
   std::shared_ptr<Routes> routes_ = std::make_shared<Routes>();
 };

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "msg/seams.h"
+#include "msg/messenger_port.h"
 #include "rmsg/rpc.h"
 #include "rpc/rpc_call_states.h"
 #include "rpc/rpc_deadlines.h"
@@ -135,7 +135,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // The endpoint goes (on the loop): fail every call, drop pending responders, let go of
   // the messenger; from then on the shard is inert.
   void close();
-  bool closed() const noexcept { return messenger_ == nullptr; }
+  bool closed() const noexcept { return port_.closed(); }
   bool mine(CallId id) const noexcept { return id != 0 && (id - 1) % id_stride_ == id_index_; }
   void on_message(NodeId from, std::span<const std::byte> payload);
   void on_event(SessionEvent event);
@@ -222,7 +222,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // An RPC message (header and body) in a buffer of the messenger shard's pool (the
   // loop's thread only).
   std::vector<std::byte> encode(const rpc::RpcHeader& h, std::span<const std::byte> body) {
-    std::vector<std::byte> out = pool_->take();
+    std::vector<std::byte> out = port_.buffers().take();
     rpc::encode_rpc_to(h, body, out);
     return out;
   }
@@ -305,8 +305,12 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   RpcOptions options_;
   const std::size_t pause_at_;  // max_pending_requests (0: none, so SIZE_MAX)
   Messenger::EventCallback on_event_;
-  Messenger* messenger_ = nullptr;  // the Front's (owned or the application's); null: closed
-  Messenger::Front* messenger_front_ = nullptr;  // constant after start() (any thread)
+  // The messenger shard of this loop (set by start(); the Front's messenger, owned or the
+  // application's), which owns the sessions of every peer this shard serves: calls and
+  // replies (on this loop) are queued there directly, not through the public Messenger
+  // and the front's routing. Its shard part closes with close(); its any-thread part
+  // (send, send_tracked, options) stays constant for calls from other threads.
+  msg::MessengerPort port_;
   ServiceId service_ = 0;
   // The messenger's session_max_bytes (set by start()): the bound on a peer's requests
   // waiting behind its held replies (rpc_replies.cc).
@@ -347,14 +351,6 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   std::unordered_map<NodeId, PeerCounters> peers_;
   NodeId peer_cache_id_ = 0;
   PeerCounters* peer_cache_ = nullptr;
-  // The messenger shard's (same loop), set by start(): when the message being dispatched
-  // was read (stands for now: a request's deadline, a reply's latency), and its buffers.
-  const Clock::time_point* rx_time_ = nullptr;
-  rpc::PayloadPool* pool_ = nullptr;
-  // That shard itself, which owns the sessions of every peer this shard serves: calls and
-  // replies (on this loop) are queued there directly, not through the public Messenger
-  // and the front's routing. Null once closed, as messenger_.
-  Messenger::Impl* shard_ = nullptr;
   std::atomic<bool> shut_{false};
   bool calls_failed_ = false;  // every call failed for good (shutdown, a drain's end, close)
   bool draining_ = false;

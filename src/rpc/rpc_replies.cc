@@ -24,7 +24,6 @@
 // Threading: the shard's loop.
 #include <utility>
 
-#include "msg/messenger_impl.h"
 #include "rpc/rpc_impl.h"
 
 namespace rmsg {
@@ -35,8 +34,7 @@ enum class Push { queued, full, never_fits, gone };
 }  // namespace
 
 std::uint64_t RpcEndpoint::Impl::session_of(NodeId peer) const {
-  const Session* s = shard_ != nullptr ? shard_->find_session(peer) : nullptr;
-  return s != nullptr ? s->my_cookie : 0;
+  return closed() ? 0 : port_.session_cookie(peer);
 }
 
 void RpcEndpoint::Impl::send_reply(NodeId to, CallId id, rpc::RpcStatus status, std::uint32_t code,
@@ -57,12 +55,13 @@ namespace {
 // Queued in the shard that owns `to` (replies go out during the messenger's drain too: a
 // request that arrives meanwhile is answered shutting_down, not left to its deadline).
 // `bytes` stays the caller's unless queued.
-Push push(Messenger::Impl& shard, const MessengerOptions& o, NodeId to,
-          std::vector<std::byte>& bytes, const Messenger::SendOptions& lane) {
-  auto r = shard.send_tracked(to, std::move(bytes), lane, true);
+Push push(const msg::MessengerPort& port, NodeId to, std::vector<std::byte>& bytes,
+          const Messenger::SendOptions& lane) {
+  auto r = port.send_here(to, std::move(bytes), lane, true);
   if (r) return Push::queued;
   if (r.error() == make_error_code(Errc::resource_exhausted)) {
     const std::size_t n = bytes.size();
+    const MessengerOptions& o = port.options();
     return n > o.session_max_bytes || n > o.total_max_bytes ? Push::never_fits : Push::full;
   }
   if (r.error() == make_error_code(Errc::invalid_argument)) return Push::never_fits;
@@ -74,7 +73,7 @@ Push push(Messenger::Impl& shard, const MessengerOptions& o, NodeId to,
 void RpcEndpoint::Impl::queue_reply(NodeId to, std::vector<std::byte> bytes) {
   PeerCounters& pc = peer_counters(to);
   if (pc.held.empty()) {
-    switch (push(*shard_, messenger_->options(), to, bytes, lane_for(bytes.size()))) {
+    switch (push(port_, to, bytes, lane_for(bytes.size()))) {
       case Push::queued:
         return;
       case Push::gone:
@@ -107,8 +106,8 @@ void RpcEndpoint::Impl::drop_stale_held(NodeId peer, PeerCounters& pc) {
 
 void RpcEndpoint::Impl::wait_for_replies(NodeId from, PeerCounters& pc, const rpc::RpcHeader& h,
                                          std::span<const std::byte> body) {
-  pc.waiting.push_back(
-      Deferred{from, h, std::vector<std::byte>(body.begin(), body.end()), *rx_time_, false});
+  pc.waiting.push_back(Deferred{from, h, std::vector<std::byte>(body.begin(), body.end()),
+                                port_.dispatch_time(), false});
   pc.waiting_bytes += body.size();
   counters_.counter("rpc.server.requests_waiting").add();
   update_pause(from, pc);
@@ -121,7 +120,7 @@ void RpcEndpoint::Impl::flush_held(NodeId peer) {
   if (session_of(peer) != pc.held_session) return drop_stale_held(peer, pc);
   while (!pc.held.empty()) {
     std::vector<std::byte>& front = pc.held.front();
-    const Push p = push(*shard_, messenger_->options(), peer, front, lane_for(front.size()));
+    const Push p = push(port_, peer, front, lane_for(front.size()));
     if (p == Push::full) return;  // a new refusal episode: its writable comes later
     if (p == Push::never_fits) {
       // The bounds changed under it (cannot with fixed options): answered too_large.

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <utility>
 
-#include "msg/messenger_impl.h"
 #include "rpc/rpc_impl.h"
 
 namespace rmsg {
@@ -22,7 +21,7 @@ void RpcEndpoint::Impl::on_request(NodeId from, const rpc::RpcHeader& h,
     if (session_of(from) == pc.held_session) return wait_for_replies(from, pc, h, body);
     drop_stale_held(from, pc);
   }
-  serve(from, pc, h, body, *rx_time_, false);
+  serve(from, pc, h, body, port_.dispatch_time(), false);
 }
 
 bool RpcEndpoint::Impl::serve(NodeId from, PeerCounters& pc, const rpc::RpcHeader& h,
@@ -211,10 +210,10 @@ void RpcEndpoint::Impl::update_pause(NodeId peer, PeerCounters& pc) {
   const bool pause = (max != 0 && pc.pending >= max) || pc.deferred != 0 ||
                      (!pc.waiting.empty() &&
                       (pc.waiting.size() >= pause_at_ || pc.waiting_bytes >= wait_max_bytes_));
-  if (pause == pc.paused || messenger_ == nullptr) return;
+  if (pause == pc.paused || closed()) return;
   pc.paused = pause;
   if (pause) counters_.counter("rpc.server.read_paused").add();
-  MessengerAccess::set_paused(*messenger_, peer, pause);
+  port_.set_read_paused(peer, pause);
 }
 
 RpcResponder& RpcResponder::operator=(RpcResponder&& other) noexcept {
