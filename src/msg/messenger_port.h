@@ -23,12 +23,14 @@
 #include <vector>
 
 #include "msg/seams.h"
+#include "rmsg/export.h"
 #include "rmsg/messenger.h"
 #include "session/payload_pool.h"
 
 namespace rmsg::msg {
 
-class MessengerPort {
+// Hidden, as the Messenger parts it points at (this header is internal).
+class RMSG_HIDDEN MessengerPort {
  public:
   // One factory per loop (made on the creating thread, once per loop, in order).
   using MakeStreams = std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)>;

@@ -69,6 +69,7 @@ void RpcEndpoint::Impl::start(Messenger& messenger, ServiceId service) {
 }
 
 void RpcEndpoint::Impl::close() {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   shut_ = true;
   calls_failed_ = true;
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
@@ -89,6 +90,7 @@ void RpcEndpoint::Impl::close() {
 }
 
 void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> payload) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return;  // the endpoint is going: its service is detached next
   // An empty message is a request the caller withdrew (Messenger::withdraw).
   if (payload.empty()) {
@@ -118,6 +120,7 @@ void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> paylo
 }
 
 void RpcEndpoint::Impl::on_event(SessionEvent event) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return;
   if (event.kind == SessionEvent::Kind::reset) {
     fail_calls(event.peer, make_error_code(RpcErrc::session_reset));
@@ -208,6 +211,7 @@ bool RpcEndpoint::Impl::take_name() noexcept {
 }
 
 std::optional<RpcPeerStats> RpcEndpoint::Impl::peer_stats(NodeId node) const {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   auto it = peers_.find(node);
   if (it == peers_.end()) {
     // Reset and forgotten (or never seen): its named counters, if it has any, remain.

@@ -61,6 +61,7 @@ Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
 void RpcEndpoint::Impl::adopt(CallId id, NodeId peer, Messenger::Ticket ticket,
                               Clock::time_point start, Clock::time_point deadline,
                               CallCallback done) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   Call c;
   c.peer = peer;
   c.ticket = ticket;
@@ -127,7 +128,7 @@ bool RpcEndpoint::Impl::cancel_afar(CallId id) {
 
 void RpcEndpoint::Impl::answer(std::shared_ptr<RpcResponder::State> state, rpc::RpcStatus status,
                                std::uint32_t code, std::span<const std::byte> body) {
-  if (loop_.in_loop_thread()) {
+  if (loop::Access::owned_here(loop_)) {
     finish(*state, status, code, body);
     return recycle(std::move(state));
   }

@@ -18,7 +18,7 @@ RpcErrc errc_of(rpc::RpcStatus s) noexcept {
 Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
                                        std::span<const std::byte> body, const CallOptions& options,
                                        CallCallback done) {
-  if (!loop_.in_loop_thread()) return call_afar(peer, method, body, options, std::move(done));
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (shut_) return make_error_code(RpcErrc::shutting_down);
   if (peer == 0 || peer == options_.messenger.node_id || !done ||
       options.deadline == Clock::time_point{}) {
@@ -165,6 +165,7 @@ void RpcEndpoint::Impl::on_deadline(CallId id) {
 }
 
 bool RpcEndpoint::Impl::cancel(CallId id) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   auto it = calls_.find(id);
   // Not here: perhaps a call from another thread whose request is on its way to this loop
   // (adopt() completes it as cancelled once claimed).
@@ -177,6 +178,7 @@ bool RpcEndpoint::Impl::cancel(CallId id) {
 }
 
 void RpcEndpoint::Impl::cancel_now(Calls::iterator it) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   const CallId id = it->first;
   const NodeId peer = it->second.peer;
   if (port_.withdraw(peer, it->second.ticket)) {
@@ -204,7 +206,7 @@ Result<void> RpcEndpoint::Impl::notify(NodeId peer, std::uint32_t method,
   rpc::RpcHeader h;
   h.kind = rpc::RpcKind::oneway;
   h.word = method;
-  const bool here = loop_.in_loop_thread();
+  const bool here = loop::Access::owned_here(loop_);
   auto bytes = here ? encode(h, body) : rpc::encode_rpc(h, body);
   const auto lane = lane_for(bytes.size());
   RMSG_TRY(port_.send(peer, std::move(bytes), lane));  // any thread
@@ -233,6 +235,7 @@ void RpcEndpoint::Impl::fail_calls(NodeId peer, std::error_code why) {
 }
 
 void RpcEndpoint::Impl::shutdown() {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   shut_ = true;
   flush_backlog(0, true);  // waiting requests are answered shutting_down now
   answer_waiting();        // and those behind held replies

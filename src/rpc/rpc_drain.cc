@@ -9,6 +9,7 @@
 namespace rmsg {
 
 void RpcEndpoint::Impl::drain(Clock::time_point deadline, std::function<void()> done) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return;  // the endpoint is going: `done` is not run
   if (draining_) return defer_done(std::move(done));
   shut_ = true;

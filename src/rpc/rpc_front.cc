@@ -240,7 +240,10 @@ void RpcEndpoint::handle_oneway(std::uint32_t method, OnewayHandler handler) {
 }
 Result<CallId> RpcEndpoint::call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                                  const CallOptions& options, CallCallback done) {
-  return front_->shard_of(peer).call(peer, method, body, options, std::move(done));
+  Impl& s = front_->shard_of(peer);
+  if (loop::Access::owned_here(s.loop_))
+    return s.call(peer, method, body, options, std::move(done));
+  return s.call_afar(peer, method, body, options, std::move(done));
 }
 bool RpcEndpoint::cancel(CallId id) {
   return front_->cancel(id);

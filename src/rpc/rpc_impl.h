@@ -12,7 +12,10 @@
 // thread.
 //
 // Threading: the shard's loop thread, but for what is marked any-thread (the atomics,
-// call_afar, take_slot, answer, and the constants).
+// call_afar, retry_afar, cancel_afar, take_slot, notify, answer, and the constants). Calls
+// from any thread are routed as the messenger routes them: loop::Access::owned_here says
+// "on the loop" (then the loop-thread call), else the any-thread one; the loop-thread
+// entries assert their thread in Debug builds (RMSG_ASSERT_LOOP_THREAD).
 #pragma once
 
 #include <atomic>
@@ -24,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "loop/loop_thread.h"
 #include "msg/messenger_port.h"
 #include "rmsg/rpc.h"
 #include "rpc/rpc_call_states.h"
@@ -167,6 +171,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   std::optional<RpcPeerStats> peer_stats(NodeId node) const;
 
   // rpc_client.cc
+  // On the peer's loop (RpcEndpoint::call routes the others to call_afar()).
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
   // rpc_afar.cc: call() from a thread other than the loop's (notify() needs no other path).
@@ -190,6 +195,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // Takes a slot of max_outstanding (any thread); false when none is left.
   bool take_slot() noexcept;
   bool cancel(CallId id);
+  // Any thread: on the loop it encodes into the shard's buffers and counts at once.
   Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
   void on_reply(NodeId from, const rpc::RpcHeader& h, std::span<const std::byte> body);
   void on_deadline(CallId id);

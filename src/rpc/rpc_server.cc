@@ -142,12 +142,14 @@ void RpcEndpoint::Impl::recycle(std::shared_ptr<RpcResponder::State> state) noex
 }
 
 void RpcEndpoint::Impl::set_method(std::uint32_t method, Method m) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   auto& slot = methods_[method];
   if (slot && handlers_running_ > 0) retired_methods_.push_back(std::move(slot));
   slot = std::make_unique<const Method>(std::move(m));
 }
 
 void RpcEndpoint::Impl::set_oneway(std::uint32_t method, OnewayHandler h) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   auto& slot = oneway_[method];
   if (slot && handlers_running_ > 0) retired_oneway_.push_back(std::move(slot));
   slot = std::make_unique<const OnewayHandler>(std::move(h));
@@ -188,6 +190,7 @@ void RpcEndpoint::Impl::on_oneway(NodeId from, const rpc::RpcHeader& h,
 
 void RpcEndpoint::Impl::finish(RpcResponder::State& state, rpc::RpcStatus status,
                                std::uint32_t code, std::span<const std::byte> body) {
+  RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return;  // the endpoint went: the reply is dropped
   // Only this state's own entry: after a reset a new request may hold the same key.
   if (auto it = pending_.find({state.peer, state.id});
