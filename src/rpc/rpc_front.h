@@ -35,7 +35,7 @@ class RpcEndpoint::Front {
   static Result<std::unique_ptr<Front>> create_attached(Messenger& messenger, ServiceId service,
                                                         const RpcOptions& options,
                                                         Messenger::EventCallback on_event);
-  // The RpcEndpoint around a front, and the front inside one (as Messenger::Front::wrap/of:
+  // The RpcEndpoint around a front, and the front inside one (as the messenger's front does:
   // a member of RpcEndpoint reaches its private parts without a friend in rmsg/rpc.h).
   static std::unique_ptr<RpcEndpoint> wrap(std::unique_ptr<Front> front) {
     return std::unique_ptr<RpcEndpoint>(new RpcEndpoint(std::move(front)));

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "msg/seams.h"
+#include "msg/messenger_port.h"
 #include "rmsg/rpc.h"
 
 namespace rmsg {
