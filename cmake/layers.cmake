@@ -118,7 +118,8 @@ rmsg_layer(rdma    USES base loop stream verbs rdmacm            HEADERS rdma.h)
 rmsg_layer(cm      USES base loop stream tcp verbs rdmacm rdma   HEADERS connection_manager.h)
 rmsg_layer(wire    USES base)
 rmsg_layer(session USES base loop wire                           HEADERS messenger_errors.h)
-rmsg_layer(msg     USES base loop stream tcp cm wire session     HEADERS messenger.h rpc.h)
+rmsg_layer(msg     USES base loop stream tcp cm wire session     HEADERS messenger.h)
+rmsg_layer(rpc     USES base loop wire session msg                HEADERS rpc.h)
 # The socket shim is its own library, librmsg-socket, plus the preload module
 # (docs/socket-shim.md); only its RDMA upgrade engine (upgrade_*.cc) uses the layers below.
 rmsg_layer(posix   USES base loop stream rdma                    HEADERS socket.h OWN_LIBRARY)
@@ -127,7 +128,7 @@ rmsg_layer(posix   USES base loop stream rdma                    HEADERS socket.
 file(GLOB rmsg_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/rmsg
      ${PROJECT_SOURCE_DIR}/include/rmsg/*.h)
 set(rmsg_assigned "")
-foreach(layer base loop stream tcp verbs rdmacm rdma cm wire session msg posix)
+foreach(layer base loop stream tcp verbs rdmacm rdma cm wire session msg rpc posix)
   list(APPEND rmsg_assigned ${RMSG_LAYER_HEADERS_${layer}})
 endforeach()
 foreach(header ${rmsg_public_headers})
@@ -135,5 +136,24 @@ foreach(header ${rmsg_public_headers})
     message(FATAL_ERROR "include/rmsg/${header} belongs to no layer: add it to cmake/layers.cmake")
   endif()
 endforeach()
+# No folder under src/ holds more than RMSG_MAX_FOLDER_SOURCES source files (.h, .cc, .c):
+# a folder that needs more is several concepts, and becomes several layers (or subfolders).
+# Counted at configure time, which adding a source re-runs (its target_sources line).
+set(RMSG_MAX_FOLDER_SOURCES 35)
+file(GLOB_RECURSE rmsg_src_dirs LIST_DIRECTORIES true ${PROJECT_SOURCE_DIR}/src/*)
+foreach(dir ${PROJECT_SOURCE_DIR}/src ${rmsg_src_dirs})
+  if(NOT IS_DIRECTORY ${dir})
+    continue()
+  endif()
+  file(GLOB rmsg_dir_sources ${dir}/*.h ${dir}/*.cc ${dir}/*.c)
+  list(LENGTH rmsg_dir_sources rmsg_dir_count)
+  if(rmsg_dir_count GREATER RMSG_MAX_FOLDER_SOURCES)
+    file(RELATIVE_PATH rmsg_dir_name ${PROJECT_SOURCE_DIR} ${dir})
+    message(FATAL_ERROR "${rmsg_dir_name}/ holds ${rmsg_dir_count} source files (.h, .cc, .c); "
+            "the most a folder under src/ may hold is ${RMSG_MAX_FOLDER_SOURCES}: split it into "
+            "layers or subfolders by concept (docs/architecture.md, Layers)")
+  endif()
+endforeach()
+
 get_property(rmsg_layer_table GLOBAL PROPERTY RMSG_LAYER_TABLE)
 file(WRITE ${CMAKE_BINARY_DIR}/layers.txt "${rmsg_layer_table}")

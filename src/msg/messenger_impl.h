@@ -199,7 +199,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<void> send(NodeId peer, std::vector<std::byte> payload, std::uint16_t service = 0);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
-  // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess). `payload` is
+  // `draining_ok`: accepted during a drain (RPC's replies; MessengerPort). `payload` is
   // taken only when queued: a refused one stays the caller's (RPC holds it for later).
   Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte>&& payload,
                                          const Messenger::SendOptions& options,
@@ -330,7 +330,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // rest is stashed).
   bool consume(ConnId id, std::span<const std::byte> in);
   bool read_paused(const Connection& c);
-  // The receiving side's bound (RPC's max_pending_requests; MessengerAccess::set_paused):
+  // The receiving side's bound (RPC's max_pending_requests; MessengerPort::set_read_paused):
   // stops or resumes reading the session's connections.
   void set_paused(NodeId peer, bool paused);
   void flush(Connection& c);
@@ -367,7 +367,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
                    counters_.counter("msg.replayed"),
                    counters_.counter("msg.sent")};
   // When the message being dispatched was read (its connection's last_rx): RPC's stand-in
-  // for now during the dispatch callback (rpc_impl.h), which spares it a clock read.
+  // for now during the dispatch callback (MessengerPort::dispatch_time), which spares it a
+  // clock read.
   Clock::time_point dispatch_rx_{};
   // Acknowledged payloads for the next messages (before sessions_: it outlives their queues).
   msg::PayloadPool pool_;
