@@ -29,8 +29,7 @@ class ConnectionManager::Impl : public std::enable_shared_from_this<Impl> {
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                           AcceptCallback on_accept, AcceptRouter router);
   Result<AcceptTarget> accept_routed(const ConnectionParams& params, AcceptCallback on_accept);
-  void connect_tcp(const ConnectionParams& params, cm::ConnectionLimit::Lease lease,
-                   ReportCallback done);
+  void connect_tcp(const ConnectionParams& params, Lease lease, ReportCallback done);
   Result<Listener> listen_tcp(const SocketAddress& address, const ConnectionParams& params,
                               AcceptCallback on_accept);
   void refuse(std::error_code ec, ReportCallback done);
@@ -54,11 +53,11 @@ void ConnectionManager::Impl::connect(const ConnectionParams& params, ReportCall
     return refuse(make_error_code(ConnectErrc::connection_limit), std::move(done));
   }
   if (params.transport == Transport::tcp) {
-    return connect_tcp(params, std::move(lease), std::move(done));
+    return connect_tcp(params, std::move(*lease), std::move(done));
   }
   auto side = rdma();
   if (!side) return refuse(side.error(), std::move(done));
-  side.value()->connect(params, std::move(lease), std::move(done));
+  side.value()->connect(params, std::move(*lease), std::move(done));
 }
 
 // A connect that fails before it starts: reported later, never inside connect().
@@ -68,13 +67,15 @@ void ConnectionManager::Impl::refuse(std::error_code ec, ReportCallback done) {
   loop_.defer([done = std::move(done), ec, report] { done(ec, report); });
 }
 
-void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params,
-                                          cm::ConnectionLimit::Lease lease, ReportCallback done) {
+void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params, Lease lease,
+                                          ReportCallback done) {
   ++tcp_pending_;
   if (rdma_) rdma_->pause();  // the pool's chores wait for this connect
   const auto start = loop_.now();
+  // A connect callback is copyable: the lease rides in a shared holder.
   auto finish = [weak = weak_from_this(), stats = stats_, start, loop = &loop_,
-                 lease = std::move(lease), done = std::move(done)](Result<Stream> r) mutable {
+                 lease = std::make_shared<Lease>(std::move(lease)),
+                 done = std::move(done)](Result<Stream> r) mutable {
     ConnectReport report;
     report.transport = Transport::tcp;
     report.total = report.handshake = loop->now() - start;
@@ -86,8 +87,8 @@ void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params,
     }
     // One name per step deadline across transports: TCP's only step is its handshake.
     if (r.is(Errc::timeout)) r = make_error_code(ConnectErrc::handshake_timeout);
-    if (r) tcp::hold_lease(r.value(), std::move(lease));  // until the stream is released
-    lease.reset();
+    if (r) tcp::hold_lease(r.value(), std::move(*lease));  // until the stream is released
+    lease->reset();
     stats->record(report, r.error());
     done(std::move(r), report);
   };
@@ -131,7 +132,7 @@ Result<Listener> ConnectionManager::Impl::listen_tcp(const SocketAddress& addres
         s.close();
         return;
       }
-      tcp::hold_lease(s, std::move(lease));
+      tcp::hold_lease(s, std::move(*lease));
     }
     on_accept(std::move(s));
   };

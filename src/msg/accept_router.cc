@@ -61,7 +61,7 @@ AcceptRouter::~AcceptRouter() {
 
 void AcceptRouter::take(Stream stream) {
   auto* tcp = ::rmsg::detail::StreamAccess::as<tcp::TcpStream>(stream);
-  Lease lease = tcp != nullptr ? tcp->take_lease() : nullptr;
+  Lease lease = tcp != nullptr ? tcp->take_lease() : Lease{};
   const int fd = tcp != nullptr ? tcp->release_fd() : -1;
   if (fd < 0) {  // not a TCP socket (a test's stream): it cannot be moved, so it goes
     unroutable_.add_owned();
@@ -133,9 +133,9 @@ void AcceptRouter::evict_oldest() {
   }
 }
 
-AcceptRouter::Lease AcceptRouter::finish(int fd, Counter* why) {
+Lease AcceptRouter::finish(int fd, Counter* why) {
   auto it = pending_.find(fd);
-  if (it == pending_.end()) return nullptr;
+  if (it == pending_.end()) return {};
   loop_.unwatch(it->second.watch);
   if (it->second.timer != 0) loop_.cancel_timer(it->second.timer);
   Lease lease = std::move(it->second.lease);
@@ -146,7 +146,7 @@ AcceptRouter::Lease AcceptRouter::finish(int fd, Counter* why) {
   }
   why->add_owned();
   ::close(fd);
-  return nullptr;  // released with the socket
+  return {};  // released with the socket
 }
 
 }  // namespace rmsg::msg

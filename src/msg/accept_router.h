@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/lease.h"
 #include "rmsg/counters.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/messenger.h"
@@ -42,7 +43,6 @@ class AcceptRouter {
  public:
   // `handoff` gets the socket (a connected, non-blocking fd it now owns), the peer, and the
   // socket's lease (the listener's count of it; empty without one), to hold while it lives.
-  using Lease = std::shared_ptr<void>;
   using Handoff = std::function<void(NodeId peer, int fd, Lease lease)>;
   AcceptRouter(EventLoop& loop, Duration timeout, std::size_t max_waiting, CounterSet& counters,
                Handoff handoff);

@@ -233,8 +233,7 @@ Result<std::string> Messenger::Front::listen(const SocketAddress& address,
   if (!router_) {
     router_ = std::make_unique<msg::AcceptRouter>(
         *first.loop, options_.handshake_timeout, options_.max_accepts_waiting,
-        first.impl->counters_,
-        [this, tcp = params.tcp](NodeId peer, int fd, std::shared_ptr<void> lease) {
+        first.impl->counters_, [this, tcp = params.tcp](NodeId peer, int fd, Lease lease) {
           hand_over(owner(peer), fd, tcp, std::move(lease));
         });
   }
@@ -277,8 +276,7 @@ void Messenger::Front::relay(NodeId peer, Stream stream, Transport transport) {
   });
 }
 
-void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp,
-                                 std::shared_ptr<void> lease) {
+void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp, Lease lease) {
   Shard& sh = shards_[i];
   if (loop::Access::owned_here(*sh.loop)) {
     Stream s = tcp::make_stream(*sh.loop, fd, tcp);
@@ -289,9 +287,10 @@ void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp,
   EventLoop* loop = sh.loop;
   // The socket is owned by the task: a loop destroyed with it unrun closes it.
   auto socket = std::make_shared<tcp::OwnedSocket>(fd);
-  sh.loop->post([weak, loop, socket, tcp, lease = std::move(lease)]() mutable {
+  auto held = std::make_shared<Lease>(std::move(lease));
+  sh.loop->post([weak, loop, socket, tcp, held] {
     Stream s = tcp::make_stream(*loop, socket->release(), tcp);  // closed if the shard is gone
-    tcp::hold_lease(s, std::move(lease));                        // released with it, on this loop
+    tcp::hold_lease(s, std::move(*held));                        // released with it, on this loop
     if (auto self = weak.lock()) self->on_accepted(std::move(s));
   });
 }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/lease.h"
 #include "msg/messenger_impl.h"
 #include "msg/services.h"
 #include "msg/vocabulary.h"
@@ -92,7 +93,7 @@ class Messenger::Front {
   // handoff: the listener's manager counts it until the stream there is released).
   // A relayed connection (session_relay.cc) to the shard that owns `peer`, on its loop.
   void relay(NodeId peer, Stream stream, Transport transport);
-  void hand_over(std::size_t i, int fd, const TcpOptions& tcp, std::shared_ptr<void> lease);
+  void hand_over(std::size_t i, int fd, const TcpOptions& tcp, Lease lease);
 
   MessengerOptions options_;
   std::shared_ptr<msg::Admission> admission_;

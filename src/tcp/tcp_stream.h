@@ -17,6 +17,7 @@
 #include <string>
 
 #include "base/destroy_watch.h"
+#include "base/lease.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/stream.h"
 #include "rmsg/tcp.h"
@@ -58,10 +59,10 @@ class TcpStream final : public StreamImpl {
   int release_fd() noexcept;
   // Held until the connection is released: close(), or the end of the linger that close()
   // starts (a connection manager's count of live connections, tcp_linger.h).
-  void hold_lease(std::shared_ptr<void> lease) { lease_ = std::move(lease); }
+  void hold_lease(Lease lease) { lease_ = std::move(lease); }
   // Hands the lease over (before release_fd(): a socket moved to another loop keeps
   // counting where it goes).
-  std::shared_ptr<void> take_lease() noexcept { return std::move(lease_); }
+  Lease take_lease() noexcept { return std::move(lease_); }
 
  private:
   // One readiness direction: its callback and its arming (see the top of this file).
@@ -94,7 +95,7 @@ class TcpStream final : public StreamImpl {
   bool closed_ = false;
   std::string local_;
   std::string peer_;
-  std::shared_ptr<void> lease_;
+  Lease lease_;
   // dispatch() learns that a callback destroyed the stream, also after a nested dispatch of
   // it (a callback that runs the loop).
   DestroyWatch destroy_watch_;
