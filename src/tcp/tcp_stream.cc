@@ -234,8 +234,10 @@ std::error_code TcpStream::error() const {
   return {};
 }
 
-Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options) {
-  return Stream(std::make_unique<TcpStream>(loop, fd, options.linger_timeout));
+Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options, Lease lease) {
+  auto s = std::make_unique<TcpStream>(loop, fd, options.linger_timeout);
+  s->hold_lease(std::move(lease));
+  return Stream(std::move(s));
 }
 
 }  // namespace rmsg::tcp

@@ -101,7 +101,8 @@ class TcpStream final : public StreamImpl {
   DestroyWatch destroy_watch_;
 };
 
-// Wraps a connected socket (ownership passes to the Stream).
-Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options);
+// Wraps a connected socket (ownership passes to the Stream), which holds `lease` until it
+// is released (TcpStream::hold_lease).
+Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options, Lease lease = {});
 
 }  // namespace rmsg::tcp
