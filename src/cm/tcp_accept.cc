@@ -11,10 +11,12 @@ namespace rmsg::cm {
 namespace {
 
 // The listener's handle: the socket listener, and the router its sockets wait in. Closing
-// it stops accepting and closes what still waits.
+// it stops accepting and closes what still waits. It may outlive its manager: it keeps
+// the manager's counters alive while its router counts into them.
 class RoutedListener final : public ListenerImpl {
  public:
-  explicit RoutedListener(std::unique_ptr<TcpRouter> router) : router_(std::move(router)) {}
+  RoutedListener(std::shared_ptr<ManagerStats> stats, std::unique_ptr<TcpRouter> router)
+      : stats_(std::move(stats)), router_(std::move(router)) {}
   RoutedListener(const RoutedListener&) = delete;
   RoutedListener& operator=(const RoutedListener&) = delete;
   RoutedListener(RoutedListener&&) = delete;
@@ -31,6 +33,7 @@ class RoutedListener final : public ListenerImpl {
   std::error_code error() const override { return inner_.error(); }
 
  private:
+  std::shared_ptr<ManagerStats> stats_;
   std::unique_ptr<TcpRouter> router_;
   Listener inner_;
 };
@@ -47,10 +50,12 @@ Result<Listener> listen_tcp(EventLoop& loop, const SocketAddress& address,
     on_accept(tcp::make_stream(loop, socket.release(), options, std::move(lease)));
   };
   std::unique_ptr<TcpRouter> router;
+  std::shared_ptr<ManagerStats> kept;  // the manager's counters, when the router counts there
   Deliver deliver = here;
   if (routing.read_affinity) {
-    auto st = stats.lock();
-    CounterSet& counters = routing.counters != nullptr ? *routing.counters : st->set();
+    if (routing.counters == nullptr) kept = stats.lock();
+    if (routing.counters == nullptr && !kept) return Errc::cancelled;
+    CounterSet& counters = routing.counters != nullptr ? *routing.counters : kept->set();
     router = std::make_unique<TcpRouter>(loop, std::move(routing), std::move(own), counters,
                                          std::move(here));
     deliver = [r = router.get()](tcp::OwnedSocket socket, Lease lease) {
@@ -75,7 +80,7 @@ Result<Listener> listen_tcp(EventLoop& loop, const SocketAddress& address,
     deliver(std::move(socket), std::move(lease));
   };
   if (!router) return tcp::listen_sockets(loop, address, params.tcp, std::move(admit));
-  auto routed = std::make_unique<RoutedListener>(std::move(router));
+  auto routed = std::make_unique<RoutedListener>(std::move(kept), std::move(router));
   auto inner = tcp::listen_sockets(loop, address, params.tcp, std::move(admit));
   if (!inner) return inner.error();
   routed->set_inner(std::move(inner).value());

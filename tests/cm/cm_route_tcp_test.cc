@@ -155,6 +155,15 @@ TEST_F(CmRouteTcp, RejectedAndTargetGoneAreClosedAndCounted) {
   ::close(late);
 }
 
+// A routed listener kept after its manager went still routes (counting into the
+// manager's counters, which it keeps), and its connections count against nothing.
+TEST_F(CmRouteTcp, ARoutedListenerOutlivesItsManager) {
+  ma_.reset();
+  const int c = client(word(1));
+  ASSERT_TRUE(run_until([&] { return !at_a_.empty(); }));
+  ::close(c);
+}
+
 // A hand-off posted to a loop that is destroyed before it runs it: the socket is closed
 // and the lease given back with the dropped task (no descriptor leaks).
 TEST_F(CmRouteTcp, AHandOffDroppedWithItsLoopClosesTheSocketAndReleasesTheLease) {
