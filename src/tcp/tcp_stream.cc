@@ -216,18 +216,6 @@ void TcpStream::close() {
   close_socket(fd, !(graceful && eof_));
 }
 
-int TcpStream::release_fd() noexcept {
-  if (closed_) return -1;
-  closed_ = true;
-  loop_.unwatch(watch_);
-  watch_ = 0;
-  interest_ = 0;
-  read_.callback.reset();
-  write_.callback.reset();
-  lease_.reset();
-  return std::exchange(fd_, -1);
-}
-
 std::error_code TcpStream::error() const {
   if (error_) return error_;
   if (closed_) return make_error_code(Errc::closed);

@@ -53,16 +53,9 @@ class TcpStream final : public StreamImpl {
   EventLoop& loop() const override { return loop_; }
 
   int native_handle() const noexcept { return fd_; }
-  // Gives the socket away before any callback or I/O ran on it: stops watching it and
-  // returns it (-1 once closed); the stream is then closed and the socket untouched (a
-  // messenger hands an accepted socket to another loop, where make_stream wraps it again).
-  int release_fd() noexcept;
   // Held until the connection is released: close(), or the end of the linger that close()
   // starts (a connection manager's count of live connections, tcp_linger.h).
   void hold_lease(Lease lease) { lease_ = std::move(lease); }
-  // Hands the lease over (before release_fd(): a socket moved to another loop keeps
-  // counting where it goes).
-  Lease take_lease() noexcept { return std::move(lease_); }
 
  private:
   // One readiness direction: its callback and its arming (see the top of this file).
