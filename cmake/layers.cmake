@@ -118,7 +118,7 @@ rmsg_layer(rdma    USES base loop stream verbs rdmacm            HEADERS rdma.h)
 rmsg_layer(cm      USES base loop stream tcp verbs rdmacm rdma   HEADERS connection_manager.h)
 rmsg_layer(wire    USES base)
 rmsg_layer(session USES base loop wire                           HEADERS messenger_errors.h)
-rmsg_layer(msg     USES base loop stream tcp cm wire session     HEADERS messenger.h)
+rmsg_layer(msg     USES base loop stream cm wire session     HEADERS messenger.h)
 rmsg_layer(rpc     USES base loop wire session msg                HEADERS rpc.h)
 # The socket shim is its own library, librmsg-socket, plus the preload module
 # (docs/socket-shim.md); only its RDMA upgrade engine (upgrade_*.cc) uses the layers below.

@@ -59,6 +59,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -205,30 +206,72 @@ struct RMSG_EXPORT ConnectionManagerOptions {
 
 class ConnectionManager;
 namespace cm {
-class TargetState;    // internal (src/cm/accept_target.h)
-struct TargetAccess;  // how src/cm makes and opens an AcceptTarget
+class TargetState;       // internal (src/cm/accept_target.h)
+struct TargetAccess;     // how src/cm makes and opens an AcceptTarget
+class TcpTarget;         // internal (src/cm/tcp_target.h)
+struct TcpTargetAccess;  // the same for TCP
 }  // namespace cm
 
-// A handle to a manager that accepts RDMA connect requests routed to it by another
-// manager's listener (ConnectionManager::accept_routed makes it). Copyable, and any
-// thread may hold, copy and destroy one; it may outlive its manager, and a request routed
+// A handle to a manager that accepts RDMA connect requests, or accepted TCP connections,
+// routed to it by another manager's listener (ConnectionManager::accept_routed makes it). Copyable,
+// and any thread may hold, copy and destroy one; it may outlive its manager, and a request routed
 // to it then is rejected. Empty (default-constructed): routes to no other manager.
 class RMSG_EXPORT AcceptTarget {
  public:
   AcceptTarget() = default;
-  explicit operator bool() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return state_ != nullptr || tcp_ != nullptr; }
   friend bool operator==(const AcceptTarget&, const AcceptTarget&) = default;
 
  private:
   friend struct cm::TargetAccess;
+  friend struct cm::TcpTargetAccess;
   explicit AcceptTarget(std::shared_ptr<cm::TargetState> state) : state_(std::move(state)) {}
-  std::shared_ptr<cm::TargetState> state_;
+  explicit AcceptTarget(std::shared_ptr<cm::TcpTarget> tcp) : tcp_(std::move(tcp)) {}
+  std::shared_ptr<cm::TargetState> state_;  // RDMA
+  std::shared_ptr<cm::TcpTarget> tcp_;      // TCP
 };
 
 // Called on the listener's loop thread for each connect request, with the affinity its
-// hello carries (0: none). Returns the manager that must accept it: an empty target, or
-// the listener's own manager's, for the listener's manager itself. Must not block.
+// hello carries (0: none), or for each accepted TCP connection, with the affinity its
+// first bytes carry (AffinityReader). Returns the manager that must accept it: an empty
+// target, or the listener's own manager's, for the listener's manager itself. Must not
+// block.
 using AcceptRouter = std::function<AcceptTarget(std::uint64_t affinity)>;
+
+// What an AffinityReader makes of the bytes a TCP connector sent so far. A TCP connect
+// carries no affinity of its own: the application's first bytes do (a messenger's
+// banner and hello name its node).
+struct RMSG_EXPORT AffinityRead {
+  enum class Verdict : std::uint8_t {
+    need_more,  // wait until `need` bytes (counted from the first) are in
+    route,      // route by `affinity` (0: none; the listener's own manager accepts it)
+    reject,     // not a connection this listener takes: it is closed
+  };
+  Verdict verdict = Verdict::need_more;
+  std::size_t need = 0;
+  std::uint64_t affinity = 0;
+};
+// Called on the listener's loop thread with every byte a connection sent so far, from the
+// first (first with none: its `need` is the first amount waited for). Pure; must not block.
+using AffinityReader = std::function<AffinityRead(std::span<const std::byte> prefix)>;
+
+// How a listener routes what it accepts (ConnectionManager::listen, Routing above).
+struct RMSG_EXPORT AcceptRouting {
+  AcceptRouter router;
+  // TCP: reads each connection's affinity from its first bytes; without it a TCP listener
+  // accepts every connection itself. RDMA: unused (the connect request carries it).
+  AffinityReader read_affinity;
+  // TCP: the most bytes read_affinity may ask for (asking more rejects the connection);
+  // how long a connection may take to send what it asks; how many may wait at once (one
+  // more closes the one that has waited longest).
+  std::size_t max_prefix = 1024;
+  Duration timeout = std::chrono::seconds(5);
+  std::size_t max_waiting = 256;
+  // TCP: where the outcomes are counted, as <counter_prefix><outcome> (see listen). null:
+  // the manager's counters(). A set given must outlive the listener.
+  CounterSet* counters = nullptr;
+  std::string counter_prefix = "routing.tcp.";
+};
 
 class RMSG_EXPORT ConnectionManager {
  public:
@@ -257,9 +300,19 @@ class RMSG_EXPORT ConnectionManager {
   // manager that accepts it (see the top of this file); requests it keeps go to
   // `on_accept`. Counters: routing.handed_off (requests moved to another manager),
   // routing.target_gone, routing.migrate_failed (each also rejects). TCP: `router` is
-  // not used (nothing is queued on a shared channel there).
+  // not used (listen with an AcceptRouting for that).
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                           AcceptCallback on_accept, AcceptRouter router);
+  // As above with routing.router, and over TCP with routing.read_affinity: every accepted
+  // connection (counted against max_connections from its accept) waits on this loop,
+  // unread, until read_affinity answers for its first bytes, then goes, unread and with
+  // its lease, to the manager routing.router names (accept_routed: it becomes a Stream on
+  // that manager's loop) or to `on_accept`. Closed instead, and counted as
+  // <counter_prefix>malformed (rejected), closed (ended first), timeout (no answer within
+  // routing.timeout), evicted (the oldest of routing.max_waiting when one more comes) or
+  // target_gone (routed to a manager that went); <counter_prefix>routed counts the others.
+  Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
+                          AcceptCallback on_accept, AcceptRouting routing);
 
   // Makes this manager a target for other managers' routers: connect requests routed to
   // the returned handle are accepted on this loop, with `params`' RDMA options and this
@@ -267,8 +320,11 @@ class RMSG_EXPORT ConnectionManager {
   // streams delivered to `on_accept` on this loop. Calling it again replaces `params` and
   // `on_accept` (the same handle comes back). The registration ends with the manager.
   // Counters: routing.adopted (requests taken over), limit.accepts_rejected (over the
-  // limit). Errors: Errc::invalid_argument (bad geometry or not RDMA), those of setting up
-  // RDMA (Errc::not_supported in a build without it).
+  // limit). Errors: Errc::invalid_argument (bad geometry), those of setting up RDMA
+  // (Errc::not_supported in a build without it).
+  // TCP params: accepted TCP connections routed to the handle become Streams on this loop
+  // (with `params.tcp`), delivered to `on_accept`; each keeps the lease of the manager that
+  // accepted it (routing.adopted counts them). Any thread may make this call for TCP.
   Result<AcceptTarget> accept_routed(const ConnectionParams& params, AcceptCallback on_accept);
 
   // Counters (docs/connection-manager.md lists them): structures.created / reused /

@@ -168,12 +168,13 @@ struct RMSG_EXPORT MessengerOptions {
   std::size_t max_sessions = 16384;
   // Accepted connections in their handshake (banner and hello not yet accepted) at once,
   // per loop (0: no bound); one more closes the one waiting longest (counted
-  // msg.handshake.evicted), as the accept router does with max_accepts_waiting.
+  // msg.handshake.evicted), as loop 0's routing does with max_accepts_waiting.
   std::size_t max_inbound_handshakes = 256;
-  // Over several loops: accepted TCP connections waiting for their hello on loop 0 (the
-  // accept router, docs/messenger.md) at once; one more closes the one waiting longest
-  // (counted as msg.route.evicted). Accepted connections in their handshake otherwise
-  // count against the ConnectionManager's max_connections.
+  // Over several loops: accepted TCP connections waiting on loop 0 for their hello, which
+  // names the loop they go to (loop 0's ConnectionManager routes them, docs/messenger.md)
+  // at once; one more closes the one waiting longest (counted as msg.route.evicted).
+  // Accepted connections in their handshake otherwise count against the
+  // ConnectionManager's max_connections.
   std::size_t max_accepts_waiting = 256;
   // ConnectionManagerOptions::max_connections of each loop's manager (0: no bound): the
   // connections it made or accepted and has not released. Over several loops a TCP

@@ -41,7 +41,7 @@ std::function<bool(const rdma_cm_event&, const rdma::wire::Hello&)> make_route_h
           stats = std::move(stats)](const rdma_cm_event& event,
                                     const rdma::wire::Hello& hello) -> bool {
     AcceptTarget target = router(hello.affinity);
-    if (!target || TargetAccess::state(target) == own) return false;
+    if (!TargetAccess::state(target) || TargetAccess::state(target) == own) return false;
     const auto data = rdmacm::cm_private_data(event);
     // rdma_migrate_id would wait for this very event's ack: hand it off after the ack.
     channel->after_ack([target, id = event.id,

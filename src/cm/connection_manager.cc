@@ -3,6 +3,8 @@
 #include "rmsg/connection_manager.h"
 
 #include "cm/manager_impl.h"
+#include "cm/tcp_accept.h"
+#include "cm/tcp_target.h"
 #include "loop/loop_thread.h"
 #include "rmsg/log.h"
 #include "rmsg/tcp.h"
@@ -16,23 +18,22 @@ class ConnectionManager::Impl : public std::enable_shared_from_this<Impl> {
       : loop_(loop),
         options_(options),
         stats_(std::make_shared<cm::ManagerStats>()),
-        limit_(std::make_shared<cm::ConnectionLimit>(options.max_connections)) {}
+        limit_(std::make_shared<cm::ConnectionLimit>(options.max_connections)),
+        tcp_target_(std::make_shared<cm::TcpTarget>(loop)) {}
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   Impl(Impl&&) = delete;
   Impl& operator=(Impl&&) = delete;
   ~Impl() {
+    tcp_target_->close();
     if (tick_ != 0) loop_.cancel_timer(tick_);
   }
 
   void connect(const ConnectionParams& params, ReportCallback done);
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
-                          AcceptCallback on_accept, AcceptRouter router);
+                          AcceptCallback on_accept, AcceptRouting routing);
   Result<AcceptTarget> accept_routed(const ConnectionParams& params, AcceptCallback on_accept);
-  void connect_tcp(const ConnectionParams& params, cm::ConnectionLimit::Lease lease,
-                   ReportCallback done);
-  Result<Listener> listen_tcp(const SocketAddress& address, const ConnectionParams& params,
-                              AcceptCallback on_accept);
+  void connect_tcp(const ConnectionParams& params, Lease lease, ReportCallback done);
   void refuse(std::error_code ec, ReportCallback done);
   Result<cm::RdmaSide*> rdma();
   void wake_tick();
@@ -42,6 +43,7 @@ class ConnectionManager::Impl : public std::enable_shared_from_this<Impl> {
   ConnectionManagerOptions options_;
   std::shared_ptr<cm::ManagerStats> stats_;
   std::shared_ptr<cm::ConnectionLimit> limit_;  // shared (weakly) with listeners' accepts
+  std::shared_ptr<cm::TcpTarget> tcp_target_;   // accepted TCP connections routed here
   std::size_t tcp_pending_ = 0;
   TimerId tick_ = 0;
   std::unique_ptr<cm::RdmaSide> rdma_;  // destroyed first (declared last): cancels connects
@@ -54,11 +56,11 @@ void ConnectionManager::Impl::connect(const ConnectionParams& params, ReportCall
     return refuse(make_error_code(ConnectErrc::connection_limit), std::move(done));
   }
   if (params.transport == Transport::tcp) {
-    return connect_tcp(params, std::move(lease), std::move(done));
+    return connect_tcp(params, std::move(*lease), std::move(done));
   }
   auto side = rdma();
   if (!side) return refuse(side.error(), std::move(done));
-  side.value()->connect(params, std::move(lease), std::move(done));
+  side.value()->connect(params, std::move(*lease), std::move(done));
 }
 
 // A connect that fails before it starts: reported later, never inside connect().
@@ -68,13 +70,15 @@ void ConnectionManager::Impl::refuse(std::error_code ec, ReportCallback done) {
   loop_.defer([done = std::move(done), ec, report] { done(ec, report); });
 }
 
-void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params,
-                                          cm::ConnectionLimit::Lease lease, ReportCallback done) {
+void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params, Lease lease,
+                                          ReportCallback done) {
   ++tcp_pending_;
   if (rdma_) rdma_->pause();  // the pool's chores wait for this connect
   const auto start = loop_.now();
+  // A connect callback is copyable: the lease rides in a shared holder.
   auto finish = [weak = weak_from_this(), stats = stats_, start, loop = &loop_,
-                 lease = std::move(lease), done = std::move(done)](Result<Stream> r) mutable {
+                 lease = std::make_shared<Lease>(std::move(lease)),
+                 done = std::move(done)](Result<Stream> r) mutable {
     ConnectReport report;
     report.transport = Transport::tcp;
     report.total = report.handshake = loop->now() - start;
@@ -86,8 +90,8 @@ void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params,
     }
     // One name per step deadline across transports: TCP's only step is its handshake.
     if (r.is(Errc::timeout)) r = make_error_code(ConnectErrc::handshake_timeout);
-    if (r) tcp::hold_lease(r.value(), std::move(lease));  // until the stream is released
-    lease.reset();
+    if (r) tcp::hold_lease(r.value(), std::move(*lease));  // until the stream is released
+    lease->reset();
     stats->record(report, r.error());
     done(std::move(r), report);
   };
@@ -96,46 +100,28 @@ void ConnectionManager::Impl::connect_tcp(const ConnectionParams& params,
 
 Result<Listener> ConnectionManager::Impl::listen(const SocketAddress& address,
                                                  const ConnectionParams& params,
-                                                 AcceptCallback on_accept, AcceptRouter router) {
+                                                 AcceptCallback on_accept, AcceptRouting routing) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
-  if (params.transport == Transport::tcp) return listen_tcp(address, params, std::move(on_accept));
+  if (params.transport == Transport::tcp) {
+    return cm::listen_tcp(loop_, address, params, std::move(on_accept), std::move(routing), limit_,
+                          stats_, tcp_target_);
+  }
   auto side = rdma();
   if (!side) return side.error();
-  return side.value()->listen(address, params, std::move(on_accept), std::move(router));
+  return side.value()->listen(address, params, std::move(on_accept), std::move(routing.router));
 }
 
 Result<AcceptTarget> ConnectionManager::Impl::accept_routed(const ConnectionParams& params,
                                                             AcceptCallback on_accept) {
+  if (params.transport == Transport::tcp) {  // any thread: it only opens the handle
+    tcp_target_->open(cm::make_tcp_adopt(loop_, params.tcp, std::move(on_accept), stats_));
+    return cm::TcpTargetAccess::make(tcp_target_);
+  }
   RMSG_ASSERT_LOOP_THREAD(loop_);
   if (params.transport != Transport::rdma) return Errc::invalid_argument;
   auto side = rdma();
   if (!side) return side.error();
   return side.value()->accept_routed(params, std::move(on_accept));
-}
-
-// An accepted connection over the limit is closed at once (the kernel accepted it
-// already: the peer reads a reset), else it holds a lease until it is released.
-Result<Listener> ConnectionManager::Impl::listen_tcp(const SocketAddress& address,
-                                                     const ConnectionParams& params,
-                                                     AcceptCallback on_accept) {
-  auto admit = [limit = std::weak_ptr<cm::ConnectionLimit>(limit_),
-                stats = std::weak_ptr<cm::ManagerStats>(stats_),
-                on_accept = std::move(on_accept)](Stream s) {
-    auto l = limit.lock();
-    if (l) {
-      auto lease = l->try_take();
-      if (!lease) {
-        RMSG_LOG(info, "cm: connection limit (%zu) reached, closing an accepted connection",
-                 l->max());
-        if (auto st = stats.lock()) st->add("limit.accepts_rejected");
-        s.close();
-        return;
-      }
-      tcp::hold_lease(s, std::move(lease));
-    }
-    on_accept(std::move(s));
-  };
-  return tcp_listen(loop_, address, params.tcp, std::move(admit));
 }
 
 Result<cm::RdmaSide*> ConnectionManager::Impl::rdma() {
@@ -187,19 +173,27 @@ Result<Listener> ConnectionManager::listen(const SocketAddress& address,
                                            const ConnectionParams& params,
                                            AcceptCallback on_accept) {
   RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
-  return impl_->listen(address, params, std::move(on_accept), {});
+  return impl_->listen(address, params, std::move(on_accept), AcceptRouting{});
 }
 
 Result<Listener> ConnectionManager::listen(const SocketAddress& address,
                                            const ConnectionParams& params, AcceptCallback on_accept,
                                            AcceptRouter router) {
   RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
-  return impl_->listen(address, params, std::move(on_accept), std::move(router));
+  AcceptRouting routing;
+  routing.router = std::move(router);
+  return impl_->listen(address, params, std::move(on_accept), std::move(routing));
+}
+
+Result<Listener> ConnectionManager::listen(const SocketAddress& address,
+                                           const ConnectionParams& params, AcceptCallback on_accept,
+                                           AcceptRouting routing) {
+  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
+  return impl_->listen(address, params, std::move(on_accept), std::move(routing));
 }
 
 Result<AcceptTarget> ConnectionManager::accept_routed(const ConnectionParams& params,
                                                       AcceptCallback on_accept) {
-  RMSG_ASSERT_LOOP_THREAD(impl_->loop_);
   return impl_->accept_routed(params, std::move(on_accept));
 }
 

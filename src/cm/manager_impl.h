@@ -23,7 +23,7 @@ class RdmaSide {
   virtual ~RdmaSide() = default;
 
   // `lease` (ConnectionLimit) goes with the connection until it is released.
-  virtual void connect(const ConnectionParams& params, ConnectionLimit::Lease lease,
+  virtual void connect(const ConnectionParams& params, Lease lease,
                        ConnectionManager::ReportCallback done) = 0;
   // Every connect request takes a lease from `limit` or is rejected. With a `router`,
   // each request is first routed (requests for another manager are handed to it).

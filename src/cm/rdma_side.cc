@@ -28,7 +28,7 @@ struct PendingConnect {
   Clock::time_point start, route_at, resources_at;
   rdmacm::CmConnection* conn = nullptr;  // while the connection exists
   Step step = Step::resolving;
-  ConnectionLimit::Lease lease;  // moves into the stream's hooks
+  Lease lease;  // moves into the stream
   Clock::time_point deadline = kNever;
   std::error_code deadline_error;
   bool cancelled = false;
@@ -121,7 +121,7 @@ class RdmaSideImpl final : public RdmaSide {
     }
   }
 
-  void connect(const ConnectionParams& params, ConnectionLimit::Lease lease,
+  void connect(const ConnectionParams& params, Lease lease,
                ConnectionManager::ReportCallback done) override;
   Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                           AcceptCallback on_accept, AcceptRouter router) override;
@@ -187,12 +187,11 @@ rdma::ResourceHooks RdmaSideImpl::connect_hooks(const std::shared_ptr<PendingCon
   hooks.on_step = [weak = std::weak_ptr(p)](rdmacm::CmConnection& c, Step s) {
     if (auto pc = weak.lock()) pc->on_step(c, s);
   };
-  hooks.lease = std::move(p->lease);  // the stream holds it until released
   hooks.affinity = p->params.affinity;
   return hooks;
 }
 
-void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Lease lease,
+void RdmaSideImpl::connect(const ConnectionParams& params, Lease lease,
                            ConnectionManager::ReportCallback done) {
   auto p = std::make_shared<PendingConnect>();
   p->id = ++next_id_;
@@ -220,7 +219,9 @@ void RdmaSideImpl::connect(const ConnectionParams& params, ConnectionLimit::Leas
     auto deliver = std::move(p->done);
     deliver(std::move(r), p->report);
   };
-  rdma::connect_with(loop_, params.peer, params.rdma, connect_hooks(p), std::move(finish));
+  // The stream holds the lease until it is released.
+  rdma::connect_with(loop_, params.peer, params.rdma, connect_hooks(p), std::move(p->lease),
+                     std::move(finish));
 }
 
 // Accepted connections key on the listener's (or target's) own parameters.
@@ -242,9 +243,9 @@ rdma::ResourceHooks RdmaSideImpl::passive_hooks(const ConnectionParams& params) 
   };
   hooks.release = pool_->release_hook();
   hooks.admit = [limit = std::weak_ptr<ConnectionLimit>(limit_),
-                 stats = std::weak_ptr<ManagerStats>(stats_)]() -> ConnectionLimit::Lease {
+                 stats = std::weak_ptr<ManagerStats>(stats_)]() -> std::optional<Lease> {
     auto l = limit.lock();
-    if (!l) return std::make_shared<int>(0);  // manager gone: nothing to count against
+    if (!l) return Lease{};  // manager gone: admitted, counted against nothing
     auto lease = l->try_take();
     if (!lease) {
       RMSG_LOG(info, "cm: connection limit (%zu) reached, rejecting a connect request", l->max());

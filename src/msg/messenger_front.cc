@@ -6,13 +6,9 @@
 #include <utility>
 
 #include "loop/loop_thread.h"
-#include "msg/accept_router.h"
 #include "msg/front_sync.h"
 #include "msg/vocabulary.h"
 #include "session/in_state.h"
-#include "tcp/tcp_linger.h"
-#include "tcp/tcp_socket.h"
-#include "tcp/tcp_stream.h"
 
 namespace rmsg {
 namespace {
@@ -59,6 +55,7 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
     if (!streams) return streams.error();
     if (!streams.value()) return make_error_code(Errc::invalid_argument);
     streams.value()->set_affinity(options.node_id);
+    StreamFactory* factory = streams.value().get();
     // The table is made before the shard so that its counter lives in the shard's set.
     auto holder = std::make_shared<std::shared_ptr<msg::ServiceTable>>();
     auto impl = std::make_shared<Messenger::Impl>(
@@ -71,6 +68,7 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
         impl->counters_.counter("msg.unknown_service"),
         [f = front.get()](ServiceId service) { return f->attached_user(service); });
     (*holder)->attach(0, {dispatch, on_event});
+    factory->set_counters(impl->counters_);
     front->shards_.push_back(Shard{l, std::move(impl), *holder});
   }
   front->sweep_pending_ = std::make_unique<std::atomic<bool>[]>(front->shards_.size());
@@ -95,10 +93,7 @@ Messenger::Front::~Front() {
   // call into the front (the shards stay in place); then, none of them running any more,
   // each lets go of its parts on its own loop.
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    wait_on(i, [this, i] {
-      if (i == 0) router_.reset();
-      shards_[i].impl->shutdown();
-    });
+    wait_on(i, [this, i] { shards_[i].impl->shutdown(); });
   }
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     wait_on(i, [this, i] {
@@ -227,24 +222,8 @@ void Messenger::Front::detach(ServiceId service) {
 
 Result<std::string> Messenger::Front::listen(const SocketAddress& address,
                                              const ConnectionParams& params) {
-  Shard& first = shards_[0];
-  if (shards_.size() == 1) return first.impl->listen(address, params);
-  if (params.transport != Transport::tcp) return listen_routed(address, params);
-  if (!router_) {
-    router_ = std::make_unique<msg::AcceptRouter>(
-        *first.loop, options_.handshake_timeout, options_.max_accepts_waiting,
-        first.impl->counters_,
-        [this, tcp = params.tcp](NodeId peer, int fd, std::shared_ptr<void> lease) {
-          hand_over(owner(peer), fd, tcp, std::move(lease));
-        });
-  }
-  msg::AcceptRouter* router = router_.get();
-  auto l = first.impl->streams_->listen(address, params,
-                                        [router](Stream s) { router->take(std::move(s)); });
-  if (!l) return l.error();
-  std::string bound = l.value().local_address();
-  router->keep(std::move(l).value());
-  return bound;
+  if (shards_.size() == 1) return shards_[0].impl->listen(address, params);
+  return listen_routed(address, params);
 }
 
 Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address,
@@ -274,25 +253,6 @@ void Messenger::Front::relay(NodeId peer, Stream stream, Transport transport) {
   auto held = std::make_shared<Stream>(std::move(stream));
   sh.loop->post([weak, held, transport] {
     if (auto self = weak.lock()) self->on_accepted(std::move(*held), transport);
-  });
-}
-
-void Messenger::Front::hand_over(std::size_t i, int fd, const TcpOptions& tcp,
-                                 std::shared_ptr<void> lease) {
-  Shard& sh = shards_[i];
-  if (loop::Access::owned_here(*sh.loop)) {
-    Stream s = tcp::make_stream(*sh.loop, fd, tcp);
-    tcp::hold_lease(s, std::move(lease));
-    return sh.impl->on_accepted(std::move(s));
-  }
-  std::weak_ptr<Messenger::Impl> weak = sh.impl;
-  EventLoop* loop = sh.loop;
-  // The socket is owned by the task: a loop destroyed with it unrun closes it.
-  auto socket = std::make_shared<tcp::OwnedSocket>(fd);
-  sh.loop->post([weak, loop, socket, tcp, lease = std::move(lease)]() mutable {
-    Stream s = tcp::make_stream(*loop, socket->release(), tcp);  // closed if the shard is gone
-    tcp::hold_lease(s, std::move(lease));                        // released with it, on this loop
-    if (auto self = weak.lock()) self->on_accepted(std::move(s));
   });
 }
 

@@ -25,10 +25,6 @@
 
 namespace rmsg {
 
-namespace msg {
-class AcceptRouter;  // accept_router.h
-}  // namespace msg
-
 class Messenger::Front {
  public:
   struct Shard {
@@ -86,18 +82,15 @@ class Messenger::Front {
   void total_room(std::size_t from);
   Result<void> attach(ServiceId service, DispatchCallback dispatch, EventCallback on_event);
   void detach(ServiceId service);
-  // Several loops over RDMA: StreamFactory::listen_routed (owner() routes by affinity).
+  // Several loops, either transport: StreamFactory::listen_routed (owner() routes by
+  // affinity: an RDMA connect request's, a TCP connection's hello's node id).
   Result<std::string> listen_routed(const SocketAddress& address, const ConnectionParams& params);
-  // An accepted TCP socket to shard i, wrapped there with its lease (AcceptRouter's
-  // handoff: the listener's manager counts it until the stream there is released).
   // A relayed connection (session_relay.cc) to the shard that owns `peer`, on its loop.
   void relay(NodeId peer, Stream stream, Transport transport);
-  void hand_over(std::size_t i, int fd, const TcpOptions& tcp, std::shared_ptr<void> lease);
 
   MessengerOptions options_;
   std::shared_ptr<msg::Admission> admission_;
   std::vector<Shard> shards_;
-  std::unique_ptr<msg::AcceptRouter> router_;  // loop 0's; several loops over TCP only
   // attach()'s users, for its synchronous answer and for a shard that gets a message for
   // one before the posted attach reached it (attached_user).
   std::optional<msg::ServiceTable::User> attached_user(ServiceId service);

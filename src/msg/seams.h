@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rmsg/connection_manager.h"
+#include "rmsg/counters.h"
 #include "rmsg/messenger.h"
 #include "rmsg/stream.h"
 
@@ -30,13 +31,13 @@ class StreamFactory {
   virtual Result<Listener> listen(const SocketAddress& address, const ConnectionParams& params,
                                   AcceptCallback on_accept) = 0;
 
-  // A messenger over several loops (Messenger::Front) over a transport whose accepted
-  // connections cannot be moved as a socket (RDMA): this (loop 0's) factory listens, and
-  // each connect request is routed by the connector's affinity to shard owner(affinity),
-  // whose factory is shards[i] and whose accept callback, run on its loop, is accepted[i].
-  // Called before the loops run. Default: Errc::not_supported; the ConnectionManager's
-  // router (ConnectionParams::affinity, listen with an AcceptRouter, accept_routed) is how
-  // the ConnectionManager factory is to do it (docs/messenger.md, Threading).
+  // A messenger over several loops (Messenger::Front): this (loop 0's) factory listens,
+  // and each accepted connection is routed by its connector's affinity (an RDMA connect
+  // request's; a TCP connection's hello's node id) to shard owner(affinity), whose factory
+  // is shards[i] and whose accept callback, run on its loop, is accepted[i]. Over RDMA
+  // called before the loops run. Default: Errc::not_supported; the ConnectionManager's
+  // router (listen with an AcceptRouting, accept_routed) is how the ConnectionManager
+  // factory does it (docs/messenger.md, Threading).
   virtual Result<Listener> listen_routed(
       [[maybe_unused]] const SocketAddress& address,
       [[maybe_unused]] const ConnectionParams& params,
@@ -48,6 +49,9 @@ class StreamFactory {
   // The affinity this factory's connects carry (the messenger's node id), for the peer's
   // listen_routed. Default: not sent.
   virtual void set_affinity([[maybe_unused]] std::uint64_t affinity) {}
+  // The shard's counters, where the factory counts what it does for the messenger (the
+  // routing of accepted TCP connections: msg.route.*). They outlive its listeners.
+  virtual void set_counters([[maybe_unused]] CounterSet& counters) {}
 };
 
 // The ConnectionManager's streams (what Messenger::create uses): one manager per loop,

@@ -76,12 +76,14 @@ void Acceptor::drain_queue() {
 void Acceptor::admit(verbs::CmId id, std::span<const std::byte> request, const wire::Hello& hello) {
   ResourceHooks hooks = hooks_;
   hooks.route = {};
+  Lease lease;
   if (hooks_.admit) {
-    hooks.lease = hooks_.admit();
-    if (!hooks.lease)
+    auto admitted = hooks_.admit();
+    if (!admitted)
       return reject_request(channel_.get(), std::move(id), wire::RejectReason::resources);
+    lease = std::move(*admitted);
   }
-  auto stream = RdmaStream::create(loop_, options_, std::move(hooks));
+  auto stream = RdmaStream::create(loop_, options_, std::move(hooks), std::move(lease));
   if (!stream) return reject_request(channel_.get(), std::move(id), wire::RejectReason::resources);
   RdmaStream* raw = stream.value().get();
   pending_.emplace(raw, std::move(stream).value());

@@ -10,12 +10,12 @@
 namespace rmsg::rdma {
 
 void connect_with(EventLoop& loop, const SocketAddress& peer, const RdmaOptions& options,
-                  ResourceHooks hooks, ConnectCallback done) {
+                  ResourceHooks hooks, Lease lease, ConnectCallback done) {
   auto fail_later = [&loop, &done](std::error_code ec) {
     loop.defer([done = std::move(done), ec] { done(ec); });
   };
   if (!peer.valid()) return fail_later(make_error_code(Errc::invalid_argument));
-  auto stream = RdmaStream::create(loop, options, std::move(hooks));
+  auto stream = RdmaStream::create(loop, options, std::move(hooks), std::move(lease));
   if (!stream) return fail_later(stream.error());
   RdmaStream* raw = stream.value().get();
   raw->hold_self(std::move(stream).value());
@@ -41,7 +41,7 @@ namespace rmsg {
 void rdma_connect(EventLoop& loop, const SocketAddress& peer, const RdmaOptions& options,
                   ConnectCallback done) {
   RMSG_ASSERT_LOOP_THREAD(loop);
-  rdma::connect_with(loop, peer, options, rdma::default_resource_hooks(), std::move(done));
+  rdma::connect_with(loop, peer, options, rdma::default_resource_hooks(), {}, std::move(done));
 }
 
 Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream) {

@@ -11,9 +11,10 @@
 
 namespace rmsg::rdma {
 
-// As rmsg::rdma_connect, with `hooks` obtaining and releasing the connection structure.
+// As rmsg::rdma_connect, with `hooks` obtaining and releasing the connection structure;
+// the stream holds `lease` until it is released (RdmaStream::create).
 void connect_with(EventLoop& loop, const SocketAddress& peer, const RdmaOptions& options,
-                  ResourceHooks hooks, ConnectCallback done);
+                  ResourceHooks hooks, Lease lease, ConnectCallback done);
 
 // As rmsg::rdma_listen; every accepted stream obtains and releases its structure through
 // `hooks` (empty hooks: build and destroy).

@@ -56,8 +56,10 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   // Runs once, deferred (never inside a CM event or a caller's call): established or not.
   using SetupDone = std::function<void(std::error_code)>;
 
+  // `lease` (a connection manager's count of it, base/lease.h) is held until the stream is
+  // released: destroyed, or for a lingering stream when its linger ends.
   static Result<std::unique_ptr<RdmaStream>> create(EventLoop& loop, const RdmaOptions& options,
-                                                    ResourceHooks hooks);
+                                                    ResourceHooks hooks, Lease lease = {});
   RdmaStream(const RdmaStream&) = delete;
   RdmaStream& operator=(const RdmaStream&) = delete;
   RdmaStream(RdmaStream&&) = delete;
@@ -105,7 +107,7 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
 
  private:
   RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
-             ResourceHooks hooks, std::shared_ptr<rdmacm::CmChannel> channel);
+             ResourceHooks hooks, Lease lease, std::shared_ptr<rdmacm::CmChannel> channel);
 
   // rdmacm::CmConnection::Delegate (stream_setup.cc)
   Result<ibv_qp*> cm_acquire(rdma_cm_id* id, std::span<const std::byte> peer) override;
@@ -205,6 +207,7 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   RdmaOptions options_;
   Geometry geometry_;
   ResourceHooks hooks_;
+  Lease lease_;
   std::shared_ptr<rdmacm::CmChannel> channel_;
   std::uint32_t advertised_ = 0;  // feature bits our hello sets
   std::unique_ptr<ConnResources> res_;

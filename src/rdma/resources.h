@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
+#include "base/lease.h"
 #include "rdma/wire.h"
 #include "rdmacm/cm_connection.h"
 #include "rmsg/rdma.h"
@@ -142,15 +144,12 @@ struct ResourceHooks {
   std::function<void(ReleasedStructure)> release;  // {}: destroy, the id retired at once
   rdmacm::CmConnection::Observer on_step;          // {}: the connection times itself
   // Passive side, at CONNECT_REQUEST before anything is built: a lease for the new
-  // connection, or null to reject the request (the reject hello's reason `resources`).
-  // {}: every request is admitted.
-  std::function<std::shared_ptr<void>()> admit;
+  // connection (held by its stream: RdmaStream::create), or nothing to reject the request
+  // (the reject hello's reason `resources`). {}: every request is admitted.
+  std::function<std::optional<Lease>()> admit;
   // Passive side: a request was rejected because RdmaOptions::max_inbound_handshakes
   // requests of this acceptor are in their handshake already (for counting). {}: none.
   std::function<void()> on_handshakes_full;
-  // Held by the stream until it is destroyed - for a lingering stream, when its linger
-  // ends - so a manager's count of live connections includes lingering ones.
-  std::shared_ptr<void> lease;
   // Active side: the routing value the request hello carries (wire.h, ExtType::affinity;
   // 0: none, the field is not sent).
   std::uint64_t affinity = 0;

@@ -35,22 +35,24 @@ std::string address_string(const sockaddr* sa) {
 }  // namespace
 
 Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop, const RdmaOptions& options,
-                                                       ResourceHooks hooks) {
+                                                       ResourceHooks hooks, Lease lease) {
   auto geometry = geometry_from(options);
   if (!geometry) return geometry.error();
   auto channel = rdmacm::CmChannel::for_loop(loop);
   if (!channel) return channel.error();
   if (!hooks.acquire) hooks = default_resource_hooks();
   return std::unique_ptr<RdmaStream>(new RdmaStream(loop, options, geometry.value(),
-                                                    std::move(hooks), std::move(channel).value()));
+                                                    std::move(hooks), std::move(lease),
+                                                    std::move(channel).value()));
 }
 
 RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
-                       ResourceHooks hooks, std::shared_ptr<rdmacm::CmChannel> channel)
+                       ResourceHooks hooks, Lease lease, std::shared_ptr<rdmacm::CmChannel> channel)
     : loop_(loop),
       options_(options),
       geometry_(geometry),
       hooks_(std::move(hooks)),
+      lease_(std::move(lease)),
       channel_(std::move(channel)),
       advertised_(advertised_features()) {}
 
@@ -334,8 +336,8 @@ void RdmaStream::teardown(bool was_established) {
   move_qp_to_error();
   release_resources(std::move(old_id), timewait_exited, was_established);
   RMSG_LOG(debug, "rdma stream: structure released");
-  hooks_.lease.reset();  // a manager's count of live connections ends here
-  alive_.reset();        // deferred tasks of this stream become no-ops
+  lease_.reset();  // a manager's count of live connections ends here
+  alive_.reset();  // deferred tasks of this stream become no-ops
   forget_live();
 }
 

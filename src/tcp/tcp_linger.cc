@@ -33,7 +33,7 @@ class Lingerer {
     }
   }
 
-  void add(int fd, Duration timeout, std::shared_ptr<void> lease) {
+  void add(int fd, Duration timeout, Lease lease) {
     auto w = loop_.watch(fd, kReadable, [this, fd](std::uint32_t) { drain(fd); });
     if (!w) {
       RMSG_LOG(warn, "tcp: cannot linger: %s", w.error().message().c_str());
@@ -50,7 +50,7 @@ class Lingerer {
   struct Entry {
     WatchId watch;
     TimerId timer;
-    std::shared_ptr<void> lease;  // released with the socket
+    Lease lease;  // released with the socket
   };
 
   // Reads and drops; at EOF the peer has seen our FIN, so a plain close sends no RST.
@@ -85,7 +85,7 @@ Lingerer* find(EventLoop& loop) {
 
 }  // namespace
 
-void linger(EventLoop& loop, int fd, Duration timeout, std::shared_ptr<void> lease) {
+void linger(EventLoop& loop, int fd, Duration timeout, Lease lease) {
   RMSG_ASSERT_LOOP_THREAD(loop);
   Lingerer* service = find(loop);
   if (service == nullptr) {
@@ -101,7 +101,7 @@ std::size_t lingering(EventLoop& loop) {
   return service == nullptr ? 0 : service->size();
 }
 
-bool hold_lease(Stream& stream, std::shared_ptr<void> lease) {
+bool hold_lease(Stream& stream, Lease lease) {
   auto* tcp = detail::StreamAccess::as<TcpStream>(stream);
   if (tcp == nullptr) return false;
   tcp->hold_lease(std::move(lease));

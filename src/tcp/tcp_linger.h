@@ -6,8 +6,7 @@
 // closes abortively (RST). Loop-thread-only.
 #pragma once
 
-#include <memory>
-
+#include "base/lease.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/stream.h"
 
@@ -16,13 +15,13 @@ namespace rmsg::tcp {
 // Takes ownership of `fd` (connected, non-blocking, its write side already shut down)
 // and of `lease` (a connection manager's count of it, connection_limit.h), dropped when
 // the socket is closed.
-void linger(EventLoop& loop, int fd, Duration timeout, std::shared_ptr<void> lease = {});
+void linger(EventLoop& loop, int fd, Duration timeout, Lease lease = {});
 
 // Sockets lingering on `loop` now (for tests and counters).
 std::size_t lingering(EventLoop& loop);
 
 // Gives a TCP stream a lease to hold until it is released (close(), or the end of its
 // linger). False when `stream` is not a TCP stream.
-bool hold_lease(Stream& stream, std::shared_ptr<void> lease);
+bool hold_lease(Stream& stream, Lease lease);
 
 }  // namespace rmsg::tcp

@@ -1,5 +1,7 @@
-// Passive open: a listening socket watched on the loop; every accepted connection becomes
-// a Stream handed to the AcceptCallback.
+// Passive open: a listening socket watched on the loop; every accepted connection is
+// handed on as a socket (tcp::listen_sockets) or as a Stream (tcp_listen).
+#include "tcp/tcp_listener.h"
+
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -10,10 +12,9 @@
 #include "loop/loop_thread.h"
 #include "rmsg/log.h"
 #include "rmsg/tcp.h"
-#include "tcp/tcp_socket.h"
 #include "tcp/tcp_stream.h"
 
-namespace rmsg {
+namespace rmsg::tcp {
 namespace {
 
 using namespace std::chrono_literals;
@@ -27,9 +28,9 @@ constexpr Duration kFdExhaustedPause = 100ms;
 
 class TcpListener final : public ListenerImpl {
  public:
-  TcpListener(EventLoop& loop, int fd, TcpOptions options, AcceptCallback on_accept)
-      : loop_(loop), fd_(fd), options_(options), on_accept_(std::move(on_accept)) {
-    const auto name = tcp::local_name(fd);
+  TcpListener(EventLoop& loop, int fd, TcpOptions options, SocketCallback on_socket)
+      : loop_(loop), fd_(fd), options_(options), on_socket_(std::move(on_socket)) {
+    const auto name = local_name(fd);
     auto parsed = SocketAddress::parse(name);
     if (parsed) bound_ = *parsed;
   }
@@ -56,7 +57,7 @@ class TcpListener final : public ListenerImpl {
     watch_ = 0;
     if (pause_timer_ != 0) loop_.cancel_timer(pause_timer_);
     pause_timer_ = 0;
-    tcp::close_socket(fd_, false);
+    close_socket(fd_, false);
     fd_ = -1;
   }
 
@@ -71,12 +72,12 @@ class TcpListener final : public ListenerImpl {
         if (errno != EAGAIN) RMSG_LOG(warn, "tcp: accept: %s", errno_code(errno).message().c_str());
         break;
       }
-      if (auto r = tcp::apply_options(fd, options_); !r) {
+      if (auto r = apply_options(fd, options_); !r) {
         RMSG_LOG(warn, "tcp: accepted socket options: %s", r.error().message().c_str());
-        tcp::close_socket(fd, true);
+        close_socket(fd, true);
         continue;
       }
-      on_accept_(tcp::make_stream(loop_, fd, options_));
+      on_socket_(OwnedSocket(fd));
       if (frame.destroyed()) return;  // the callback destroyed the listener
     }
   }
@@ -93,7 +94,7 @@ class TcpListener final : public ListenerImpl {
   EventLoop& loop_;
   int fd_;
   TcpOptions options_;
-  AcceptCallback on_accept_;
+  SocketCallback on_socket_;
   SocketAddress bound_;
   WatchId watch_ = 0;
   TimerId pause_timer_ = 0;
@@ -104,8 +105,8 @@ class TcpListener final : public ListenerImpl {
 
 }  // namespace
 
-Result<Listener> tcp_listen(EventLoop& loop, const SocketAddress& address,
-                            const TcpOptions& options, AcceptCallback on_accept) {
+Result<Listener> listen_sockets(EventLoop& loop, const SocketAddress& address,
+                                const TcpOptions& options, SocketCallback on_socket) {
   RMSG_ASSERT_LOOP_THREAD(loop);
   auto fd = tcp::open_socket(address);
   if (!fd) return fd.error();
@@ -115,13 +116,26 @@ Result<Listener> tcp_listen(EventLoop& loop, const SocketAddress& address,
       ::bind(*fd, address.sockaddr_ptr(), address.length()) < 0 ||
       ::listen(*fd, options.backlog) < 0) {
     const int err = errno;
-    tcp::close_socket(*fd, false);
+    close_socket(*fd, false);
     return errno_code(err);
   }
   // Constructed after bind(), so that it records the port the kernel chose.
-  auto listener = std::make_unique<TcpListener>(loop, *fd, options, std::move(on_accept));
+  auto listener = std::make_unique<TcpListener>(loop, *fd, options, std::move(on_socket));
   RMSG_TRY(listener->start());
   return Listener(std::move(listener));
+}
+
+}  // namespace rmsg::tcp
+
+namespace rmsg {
+
+Result<Listener> tcp_listen(EventLoop& loop, const SocketAddress& address,
+                            const TcpOptions& options, AcceptCallback on_accept) {
+  return tcp::listen_sockets(
+      loop, address, options,
+      [&loop, options, on_accept = std::move(on_accept)](tcp::OwnedSocket socket) {
+        on_accept(tcp::make_stream(loop, socket.release(), options));
+      });
 }
 
 }  // namespace rmsg

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -78,6 +79,25 @@ void close_socket(int fd, bool abortive) noexcept {
     ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
   }
   ::close(fd);
+}
+
+Result<std::size_t> peek(int fd, std::span<std::byte> buf) noexcept {
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno != EINTR) return map_errno(errno);
+  }
+}
+
+Result<void> set_rcvlowat(int fd, std::size_t n) noexcept {
+  const int v = static_cast<int>(n);
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) < 0) return errno_code(errno);
+  return {};
+}
+
+bool hung_up(int fd) noexcept {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace rmsg::tcp

@@ -1,6 +1,8 @@
 // Socket helpers shared by the TCP control path (connect, listen) and data path (stream).
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <string>
 #include <system_error>
 
@@ -27,6 +29,17 @@ std::string peer_name(int fd);
 // Closes fd; with `abortive`, first sets SO_LINGER {1, 0} so that the kernel sends RST.
 void close_socket(int fd, bool abortive) noexcept;
 
+// Looking at what a peer sent without consuming it (a connection manager reads an accepted
+// connection's first bytes to route it; cm/tcp_router.h):
+// recv(MSG_PEEK | MSG_DONTWAIT) into buf: the count (0: the peer closed), Errc::would_block,
+// or the errno (map_errno).
+Result<std::size_t> peek(int fd, std::span<std::byte> buf) noexcept;
+// SO_RCVLOWAT: epoll reports the socket readable only once `n` bytes are in (or at its end).
+Result<void> set_rcvlowat(int fd, std::size_t n) noexcept;
+// Whether the peer sent its FIN or the socket failed (no wait). A socket at end of stream
+// is readable whatever SO_RCVLOWAT says.
+bool hung_up(int fd) noexcept;
+
 // A socket on its way somewhere (a task posted to another loop): closed abortively if it
 // is dropped before release(), as when a loop is destroyed with the task still queued.
 // Move-only; -1 is none.
@@ -44,6 +57,8 @@ class OwnedSocket {
   OwnedSocket(const OwnedSocket&) = delete;
   OwnedSocket& operator=(const OwnedSocket&) = delete;
   ~OwnedSocket() { reset(); }
+
+  int get() const noexcept { return fd_; }
 
   int release() noexcept {
     const int fd = fd_;

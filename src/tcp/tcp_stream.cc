@@ -216,26 +216,16 @@ void TcpStream::close() {
   close_socket(fd, !(graceful && eof_));
 }
 
-int TcpStream::release_fd() noexcept {
-  if (closed_) return -1;
-  closed_ = true;
-  loop_.unwatch(watch_);
-  watch_ = 0;
-  interest_ = 0;
-  read_.callback.reset();
-  write_.callback.reset();
-  lease_.reset();
-  return std::exchange(fd_, -1);
-}
-
 std::error_code TcpStream::error() const {
   if (error_) return error_;
   if (closed_) return make_error_code(Errc::closed);
   return {};
 }
 
-Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options) {
-  return Stream(std::make_unique<TcpStream>(loop, fd, options.linger_timeout));
+Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options, Lease lease) {
+  auto s = std::make_unique<TcpStream>(loop, fd, options.linger_timeout);
+  s->hold_lease(std::move(lease));
+  return Stream(std::move(s));
 }
 
 }  // namespace rmsg::tcp

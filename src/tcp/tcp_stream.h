@@ -17,6 +17,7 @@
 #include <string>
 
 #include "base/destroy_watch.h"
+#include "base/lease.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/stream.h"
 #include "rmsg/tcp.h"
@@ -52,16 +53,9 @@ class TcpStream final : public StreamImpl {
   EventLoop& loop() const override { return loop_; }
 
   int native_handle() const noexcept { return fd_; }
-  // Gives the socket away before any callback or I/O ran on it: stops watching it and
-  // returns it (-1 once closed); the stream is then closed and the socket untouched (a
-  // messenger hands an accepted socket to another loop, where make_stream wraps it again).
-  int release_fd() noexcept;
   // Held until the connection is released: close(), or the end of the linger that close()
   // starts (a connection manager's count of live connections, tcp_linger.h).
-  void hold_lease(std::shared_ptr<void> lease) { lease_ = std::move(lease); }
-  // Hands the lease over (before release_fd(): a socket moved to another loop keeps
-  // counting where it goes).
-  std::shared_ptr<void> take_lease() noexcept { return std::move(lease_); }
+  void hold_lease(Lease lease) { lease_ = std::move(lease); }
 
  private:
   // One readiness direction: its callback and its arming (see the top of this file).
@@ -94,13 +88,14 @@ class TcpStream final : public StreamImpl {
   bool closed_ = false;
   std::string local_;
   std::string peer_;
-  std::shared_ptr<void> lease_;
+  Lease lease_;
   // dispatch() learns that a callback destroyed the stream, also after a nested dispatch of
   // it (a callback that runs the loop).
   DestroyWatch destroy_watch_;
 };
 
-// Wraps a connected socket (ownership passes to the Stream).
-Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options);
+// Wraps a connected socket (ownership passes to the Stream), which holds `lease` until it
+// is released (TcpStream::hold_lease).
+Stream make_stream(EventLoop& loop, int fd, const TcpOptions& options, Lease lease = {});
 
 }  // namespace rmsg::tcp

@@ -1,0 +1,71 @@
+// Lease: one unit of a shared count of live things (a connection manager's connections,
+// cm/connection_limit.h), held by whatever keeps the counted thing alive - a TCP stream, the
+// socket lingering after it, an RDMA stream, a socket on its way to another loop - and
+// given back when it is destroyed or reset. Move-only: a connection has exactly one, and it
+// moves with the connection. A default-constructed lease counts nothing.
+//
+// The count may go before its leases (a stream kept after its manager went): such a lease
+// gives back nothing. Giving back is thread-safe (the count is atomic), so a lease taken
+// on one loop may be released on another; LeaseCount::take() is its owner's (one thread
+// adds, so a bound checked before it cannot be overtaken).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+namespace rmsg {
+
+class Lease {
+ public:
+  Lease() noexcept = default;
+  Lease(Lease&& other) noexcept : count_(std::move(other.count_)) { other.count_.reset(); }
+  Lease& operator=(Lease&& other) noexcept {
+    if (this != &other) {
+      reset();
+      count_ = std::move(other.count_);
+      other.count_.reset();
+    }
+    return *this;
+  }
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease() { reset(); }
+
+  // Gives the unit back now (nothing if it holds none, or its count is gone).
+  void reset() noexcept {
+    if (auto c = count_.lock()) c->fetch_sub(1, std::memory_order_release);
+    count_.reset();
+  }
+
+ private:
+  friend class LeaseCount;
+  explicit Lease(std::weak_ptr<std::atomic<std::size_t>> count) noexcept
+      : count_(std::move(count)) {}
+  std::weak_ptr<std::atomic<std::size_t>> count_;
+};
+
+// The count leases are taken from. Not copyable: its leases refer to it.
+class LeaseCount {
+ public:
+  LeaseCount() = default;
+  LeaseCount(const LeaseCount&) = delete;
+  LeaseCount& operator=(const LeaseCount&) = delete;
+  LeaseCount(LeaseCount&&) = delete;
+  LeaseCount& operator=(LeaseCount&&) = delete;
+  ~LeaseCount() = default;
+
+  // One unit more, held by the lease returned. The owner's thread only.
+  Lease take() {
+    live_->fetch_add(1, std::memory_order_relaxed);
+    return Lease(live_);
+  }
+  // Units held now (any thread).
+  std::size_t live() const noexcept { return live_->load(std::memory_order_acquire); }
+
+ private:
+  std::shared_ptr<std::atomic<std::size_t>> live_ = std::make_shared<std::atomic<std::size_t>>(0);
+};
+
+}  // namespace rmsg
