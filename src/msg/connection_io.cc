@@ -67,7 +67,7 @@ void Messenger::Impl::watch(Connection& c) {
 }
 
 bool Messenger::Impl::read_paused(const Connection& c) {
-  if (paused_sessions_ == 0 || c.state != Connection::State::open) return false;
+  if (paused_sessions_ == 0 || c.state() != Connection::State::open) return false;
   const Session* s = find_session(c.peer);
   return s != nullptr && s->paused;
 }
@@ -98,8 +98,8 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
     }
     if (ev != msg::DecodeEvent::frame) continue;
     msg::Frame f = c->decoder->take_frame();
-    if (c->state == Connection::State::retired) continue;  // replaced: nothing delivered
-    if (c->state == Connection::State::open) {
+    if (c->state() == Connection::State::retired) continue;  // replaced: nothing delivered
+    if (c->state() == Connection::State::open) {
       on_open_frame(*c, f);
     } else {
       on_handshake_frame(*c, f);
@@ -210,7 +210,7 @@ void Messenger::Impl::flush(Connection& c) {
         cc->stream.on_writable({});
         self->flush(*cc);
         cc = self->find_connection(id);
-        if (cc == nullptr || cc->state != Connection::State::open) return;
+        if (cc == nullptr || cc->state() != Connection::State::open) return;
         if (Session* s = self->find_session(cc->peer); s != nullptr && s->conn == id) {
           self->pump(*s);
         }
@@ -239,7 +239,7 @@ void Messenger::Impl::count_error(std::error_code why) {
 void Messenger::Impl::fail(ConnId id, std::error_code why) {
   Connection* c = find_connection(id);
   if (c == nullptr) return;
-  if (c->state == Connection::State::retired) return drop(id, false);  // expected to end
+  if (c->state() == Connection::State::retired) return drop(id, false);  // expected to end
   count_error(why);
   RMSG_LOG(info, "msg: node %llx: connection %llu (peer %llx) closed: %s (%s)",
            static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),
@@ -249,7 +249,7 @@ void Messenger::Impl::fail(ConnId id, std::error_code why) {
   if (s == nullptr) return;
   if (s->conn == id) {
     connection_lost(*s, why);
-  } else if (s->outbound == id) {
+  } else if (s->outbound() == id) {
     attempt_failed(*s, why);
   }
 }

@@ -76,12 +76,8 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
   auto it = sessions_.find(peer);
   if (it == sessions_.end()) return std::nullopt;
   const Session& s = *it->second;
-  Messenger::SessionInfo info{s.state == Session::State::open,
-                              s.out->size(),
-                              s.out->in_flight(),
-                              s.in.in_seq(),
-                              s.connect_seq,
-                              {}};
+  Messenger::SessionInfo info{s.connected(), s.out->size(), s.out->in_flight(),
+                              s.in.in_seq(), s.connect_seq, {}};
   if (info.connected) info.transport = s.fo.current;
   return info;
 }
@@ -101,7 +97,7 @@ void Messenger::Impl::shutdown() {
   for (ConnId id : ids) {
     Connection* c = find_connection(id);
     if (c == nullptr) continue;
-    if (c->state == Connection::State::open) {
+    if (c->state() == Connection::State::open) {
       const auto reason = msg::encode(msg::Reason{msg::CloseReason::shutdown});
       queue_control(*c, msg::FrameType::close, reason);
       flush(*c);

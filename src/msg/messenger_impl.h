@@ -36,6 +36,7 @@
 #include "session/out_queue.h"
 #include "session/reassembly.h"
 #include "session/reconnect_decision.h"
+#include "session/session_state.h"
 #include "wire/frame_decoder.h"
 #include "wire/frame_encoder.h"
 #include "wire/frame_types.h"
@@ -46,17 +47,34 @@ namespace rmsg {
 using msg::Cookie;
 using ConnId = std::uint64_t;  // 0: none
 
-struct Session {
-  enum class State : std::uint8_t {
-    idle,        // no connection and no attempt (no address, or nothing asked yet)
-    backoff,     // an attempt is due when `timer` fires
-    queued,      // waiting for a handshake slot (max_handshakes)
-    connecting,  // our attempt `outbound` is under way
-    open,        // connection `conn` is established
-  };
+// A peer's session. Its state (session/session_state.h: connection `conn` when open or
+// probing, attempt `outbound()` when connecting or probing) changes only through
+// Messenger::Impl::enter(), begin_attempt() and end_attempt().
+class Session {
+ public:
+  using State = msg::SessionState;
+
+  State state() const noexcept { return state_.get(); }
+  // Has an established connection (`conn`): open, or open with a probe under way.
+  bool connected() const noexcept { return state_.is(State::open) || state_.is(State::probing); }
+  // Our connect attempt under way (a probe when probing); 0: none.
+  ConnId outbound() const noexcept { return outbound_; }
+
+  // The checked steps (Messenger::Impl reports a refused one).
+  [[nodiscard]] Result<void> to(State next) noexcept { return state_.to(next); }
+  // `id` is the attempt now: connecting, or probing when open.
+  [[nodiscard]] Result<void> begin_attempt(ConnId id) noexcept {
+    outbound_ = id;
+    return state_.to(state_.is(State::open) ? State::probing : State::connecting);
+  }
+  // The attempt is over (opened, failed, dropped or gave way): a probe leaves it open.
+  [[nodiscard]] Result<void> end_attempt() noexcept {
+    outbound_ = 0;
+    return state_.is(State::probing) ? state_.to(State::open) : Result<void>{};
+  }
+
   NodeId peer = 0;
   SessionPolicy policy = SessionPolicy::lossless;
-  State state = State::idle;
   Cookie my_cookie = 0;
   Cookie peer_cookie = 0;
   std::uint64_t peer_global_seq = 0;
@@ -65,7 +83,6 @@ struct Session {
   msg::InState in;
   msg::Backoff backoff;
   ConnId conn = 0;
-  ConnId outbound = 0;
   TimerId timer = 0;
   bool ever_open = false;
   msg::FailoverState fo;  // transport policy state (session_failover.cc)
@@ -92,6 +109,10 @@ struct Session {
 
   Session(const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
       : in(ack), backoff(backoff_policy) {}
+
+ private:
+  msg::Checked<State> state_{State::idle};
+  ConnId outbound_ = 0;
 };
 
 // An allocator whose resize() leaves new bytes uninitialized (default-initialized, not
@@ -117,19 +138,18 @@ struct UninitAllocator : std::allocator<T> {
 };
 using WriteBuffer = std::vector<std::byte, UninitAllocator<std::byte>>;
 
-struct Connection {
+// One stream of a session (session/session_state.h; retired: session_failover.cc, retire).
+class Connection {
+ public:
   enum class Role : std::uint8_t { outbound, inbound };
-  enum class State : std::uint8_t {
-    connecting,  // outbound: the stream connect is pending
-    handshake,   // banner and hello exchange
-    open,        // bound to session `peer`
-    // Replaced by a newer connection of its session (session_failover.cc, retire): read
-    // and discarded until the peer closes it or handshake_timeout passes; never delivers.
-    retired,
-  };
+  using State = msg::ConnState;
+
+  State state() const noexcept { return state_.get(); }
+  // The checked step (Messenger::Impl::enter reports a refused one).
+  [[nodiscard]] Result<void> to(State next) noexcept { return state_.to(next); }
+
   ConnId id = 0;
   Role role = Role::outbound;
-  State state = State::connecting;
   NodeId peer = 0;  // outbound: the target; inbound: 0 until its hello
   Stream stream;
   std::optional<msg::WireDecoder> decoder;
@@ -146,7 +166,6 @@ struct Connection {
   Clock::time_point last_tx{};
   bool sent_since_tick = false;
   bool holds_slot = false;               // counts against max_handshakes
-  bool reading = false;                  // inside on_readable (re-entrancy guard)
   bool pump_deferred = false;            // a pump() continuation is queued on the loop
   Transport transport = Transport::tcp;  // outbound: of its params; inbound: its listener's
   std::vector<std::byte> stash;          // read while its session's reading was paused
@@ -166,6 +185,9 @@ struct Connection {
   bool held_reconnect = false;
 
   std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
+
+ private:
+  msg::Checked<State> state_{State::connecting};
 };
 
 // What a shard hands its messenger front (messenger_front.h): a message with its service,
@@ -249,6 +271,14 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void attempt_failed(Session& s, std::error_code why);
   void connection_lost(Session& s, std::error_code why);
   void release_slot(Connection& c);
+  // The one way a state changes: a step the table refuses (session/session_state.h; a bug
+  // of ours) asserts in Debug; in Release it is logged, counted (msg.illegal_transitions)
+  // and the state stays.
+  void enter(Session& s, Session::State to);
+  void enter(Connection& c, Connection::State to);
+  void begin_attempt(Session& s, ConnId id);
+  void end_attempt(Session& s);
+  void illegal_transition(const char* what, std::uint64_t who, const char* from, const char* to);
   void emit(SessionEvent event, std::vector<std::uint16_t> unknown_services = {},
             std::vector<std::uint16_t> unsent_services = {});
   Cookie new_cookie();

@@ -27,7 +27,7 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
   hot_.queued.add_owned();
   // pump() and want_connection() never reset the session synchronously, but the ticket
   // names the session it was queued in either way.
-  if (s.state == Session::State::open) {
+  if (s.connected()) {
     pump(s);
   } else {
     want_connection(s);
@@ -47,7 +47,7 @@ std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(
       s.my_cookie, s.out->push_reserved(std::move(payload), static_cast<msg::Lane>(options.lane),
                                         options.service)};
   hot_.queued.add_owned();
-  if (s.state == Session::State::open) {
+  if (s.connected()) {
     pump(s);
   } else {
     want_connection(s);

@@ -120,7 +120,7 @@ void Messenger::Impl::sweep_writable() {
 
 void Messenger::Impl::pump(Session& s) {
   Connection* c = s.conn != 0 ? find_connection(s.conn) : nullptr;
-  if (c == nullptr || c->state != Connection::State::open) return;
+  if (c == nullptr || c->state() != Connection::State::open) return;
   bool wrote = false;
   bool drained = false;  // next() had nothing (more) to write
   while (c->pending_bytes() < options_.write_buffer) {

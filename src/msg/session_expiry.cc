@@ -78,7 +78,7 @@ void Messenger::Impl::erase_session(NodeId peer) {
   note_connected(*s);  // off the list
   if (s->fo.probe_timer != 0) loop_.cancel_timer(s->fo.probe_timer);
   if (s->conn != 0) drop(s->conn, false);
-  if (s->outbound != 0) drop(s->outbound, false);
+  if (s->outbound() != 0) drop(s->outbound(), false);
   if (s->timer != 0) loop_.cancel_timer(s->timer);
   if (s->paused) --paused_sessions_;
   if (session_cache_peer_ == peer) {
@@ -98,7 +98,7 @@ bool Messenger::Impl::room_for_session() {
   for (const NodeId peer : unconnected_) {
     if (peers_.contains(peer) || routes_.contains(peer)) continue;
     Session* s = find_session(peer);
-    if (s == nullptr || s->outbound != 0) continue;
+    if (s == nullptr || s->outbound() != 0) continue;
     counters_.counter("msg.sessions_evicted").add_owned();
     expire(*s);
     return true;

@@ -65,7 +65,7 @@ void Messenger::Impl::handshake_done(Connection& c) {
 }
 
 void Messenger::Impl::begin_handshake(Connection& c) {
-  c.state = Connection::State::handshake;
+  enter(c, Connection::State::handshake);
   // borrow: consume() handles each frame before the bytes it read change (connection_io.cc),
   // so a small frame is not copied out of the read buffer.
   c.decoder.emplace(
@@ -76,7 +76,7 @@ void Messenger::Impl::begin_handshake(Connection& c) {
   watch(c);
   if (c.role == Connection::Role::outbound) {
     Session* s = find_session(c.peer);
-    if (s == nullptr || s->outbound != id) {
+    if (s == nullptr || s->outbound() != id) {
       drop(id, false);
       return;
     }
@@ -117,7 +117,7 @@ void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
     return;
   }
   Session* s = find_session(c.peer);
-  if (s == nullptr || s->outbound != id) return drop(id, false);
+  if (s == nullptr || s->outbound() != id) return drop(id, false);
   msg::AttemptNumbers n{c.peer, s->peer_cookie, s->connect_seq, global_seq_, c.attempt_cs};
   const msg::Reaction r = msg::react(f.type(), payload, n);
   s->connect_seq = n.connect_seq;
@@ -139,7 +139,7 @@ void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
     case K::give_way:
       // The peer's attempt wins; ours closes and the fallback waits the longest backoff.
       counters_.counter("msg.handshake.wait").add_owned();
-      s->outbound = 0;
+      end_attempt(*s);
       drop(id, true);
       if (probe_gave_way(*s)) return;
       schedule_attempt(*s, s->backoff.longest(loop_.random()));
@@ -181,7 +181,7 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   Session* s = find_session(h.node);
   msg::SessionView v;
   if (s != nullptr) {
-    Connection* out = s->outbound != 0 ? find_connection(s->outbound) : nullptr;
+    Connection* out = s->outbound() != 0 ? find_connection(s->outbound()) : nullptr;
     v = {.exists = true,
          .my_cookie = s->my_cookie,
          .peer_cookie = s->peer_cookie,
@@ -253,9 +253,9 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
     reset_session(s, make_error_code(MessengerErrc::peer_restarted), true);
   }
   if (d.drop_outbound) counters_.counter("msg.decisions.race_lost").add_owned();
-  if (s.outbound != 0 && (d.drop_outbound || d.reset_local)) {
-    drop(s.outbound, false);
-    s.outbound = 0;
+  if (s.outbound() != 0 && (d.drop_outbound || d.reset_local)) {
+    drop(s.outbound(), false);
+    end_attempt(s);
   }
   if (s.conn != 0 && s.conn != c.id) {
     counters_.counter("msg.replaced").add_owned();
@@ -299,11 +299,11 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   c.deadline = 0;
   release_slot(c);
   handshake_done(c);
-  c.state = Connection::State::open;
+  enter(c, Connection::State::open);
   start_keepalive(c);
-  if (s.outbound == c.id) s.outbound = 0;
+  if (s.outbound() == c.id) end_attempt(s);
   s.conn = c.id;
-  s.state = Session::State::open;
+  enter(s, Session::State::open);
   note_connected(s);
   s.ever_open = true;
   s.backoff.reset();

@@ -21,7 +21,7 @@ namespace rmsg {
 void Messenger::Impl::keep_transcript(ConnId id, std::span<const std::byte> in) {
   Connection* c = find_connection(id);
   if (c == nullptr || c->role != Connection::Role::inbound || c->peer != 0 ||
-      c->state != Connection::State::handshake) {
+      c->state() != Connection::State::handshake) {
     return;
   }
   // Past what a relay holds it is not kept whole: relay() then refuses.
