@@ -99,7 +99,7 @@ void Messenger::Impl::shutdown() {
     if (c == nullptr) continue;
     if (c->state() == Connection::State::open) {
       const auto reason = msg::encode(msg::Reason{msg::CloseReason::shutdown});
-      queue_control(*c, msg::FrameType::close, reason);
+      c->queue_control(msg::FrameType::close, reason);
       flush(*c);
       drop(id, true);
     } else {

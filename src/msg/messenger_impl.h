@@ -1,6 +1,6 @@
-// The messenger's insides: sessions (per peer node, control state), connections (one
-// Stream each, with its decoder and write buffer) and the Impl that owns both. The control
-// path (connect attempts, handshake, decisions, resets) is session_control.cc and
+// One loop's part of a messenger (a "shard"): the sessions (msg/session.h) whose peers
+// hash to its loop and their connections (msg/connection.h), and what drives them. The
+// control path (connect attempts, handshake, decisions, resets) is session_control.cc and
 // session_handshake.cc; the data path (messages, acks, reading and writing) is
 // session_data.cc and connection_io.cc; the public API messenger.cc.
 //
@@ -25,8 +25,10 @@
 #include <utility>
 #include <vector>
 
+#include "msg/connection.h"
 #include "msg/relay_pump.h"
 #include "msg/seams.h"
+#include "msg/session.h"
 #include "msg/transport_policy.h"
 #include "msg/vocabulary.h"
 #include "rmsg/messenger.h"
@@ -43,152 +45,6 @@
 #include "wire/session_frames.h"
 
 namespace rmsg {
-
-using msg::Cookie;
-using ConnId = std::uint64_t;  // 0: none
-
-// A peer's session. Its state (session/session_state.h: connection `conn` when open or
-// probing, attempt `outbound()` when connecting or probing) changes only through
-// Messenger::Impl::enter(), begin_attempt() and end_attempt().
-class Session {
- public:
-  using State = msg::SessionState;
-
-  State state() const noexcept { return state_.get(); }
-  // Has an established connection (`conn`): open, or open with a probe under way.
-  bool connected() const noexcept { return state_.is(State::open) || state_.is(State::probing); }
-  // Our connect attempt under way (a probe when probing); 0: none.
-  ConnId outbound() const noexcept { return outbound_; }
-
-  // The checked steps (Messenger::Impl reports a refused one).
-  [[nodiscard]] Result<void> to(State next) noexcept { return state_.to(next); }
-  // `id` is the attempt now: connecting, or probing when open.
-  [[nodiscard]] Result<void> begin_attempt(ConnId id) noexcept {
-    outbound_ = id;
-    return state_.to(state_.is(State::open) ? State::probing : State::connecting);
-  }
-  // The attempt is over (opened, failed, dropped or gave way): a probe leaves it open.
-  [[nodiscard]] Result<void> end_attempt() noexcept {
-    outbound_ = 0;
-    return state_.is(State::probing) ? state_.to(State::open) : Result<void>{};
-  }
-
-  NodeId peer = 0;
-  SessionPolicy policy = SessionPolicy::lossless;
-  Cookie my_cookie = 0;
-  Cookie peer_cookie = 0;
-  std::uint64_t peer_global_seq = 0;
-  std::uint64_t connect_seq = 0;  // of the last connection established (or bumped by wait)
-  std::unique_ptr<msg::OutQueue> out;
-  msg::InState in;
-  msg::Backoff backoff;
-  ConnId conn = 0;
-  TimerId timer = 0;
-  bool ever_open = false;
-  msg::FailoverState fo;  // transport policy state (session_failover.cc)
-  bool paused = false;    // set_paused(): its connections are not read
-  // The peer's cookies that a restart we accepted replaced, the newest four: a
-  // client_ident read late from an attempt abandoned before it carries one
-  // (msg::SessionView::client_cookie_retired). Kept across reset_session.
-  std::array<Cookie, 4> retired_peer_cookies{};
-  std::uint8_t retired_next = 0;
-  // Without a connection since `unconnected_since` (session_expiry.cc): its place in the
-  // shard's list of such sessions, oldest first.
-  bool unconnected = false;
-  Clock::time_point unconnected_since{};
-  std::list<NodeId>::iterator unconnected_pos{};
-
-  void retire_peer_cookie(Cookie c) noexcept {
-    retired_peer_cookies[retired_next] = c;
-    retired_next = static_cast<std::uint8_t>((retired_next + 1) % retired_peer_cookies.size());
-  }
-  bool peer_cookie_retired(Cookie c) const noexcept {
-    return c != 0 && std::find(retired_peer_cookies.begin(), retired_peer_cookies.end(), c) !=
-                         retired_peer_cookies.end();
-  }
-
-  Session(const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
-      : in(ack), backoff(backoff_policy) {}
-
- private:
-  msg::Checked<State> state_{State::idle};
-  ConnId outbound_ = 0;
-};
-
-// An allocator whose resize() leaves new bytes uninitialized (default-initialized, not
-// value-initialized): the write buffer grows by a frame's size and the encoder writes every
-// byte of it at once, so zero-filling it first (a memset per frame) is wasted work.
-template <class T>
-struct UninitAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitAllocator<U>;
-  };
-  UninitAllocator() noexcept = default;
-  template <class U>
-  UninitAllocator(const UninitAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using WriteBuffer = std::vector<std::byte, UninitAllocator<std::byte>>;
-
-// One stream of a session (session/session_state.h; retired: session_failover.cc, retire).
-class Connection {
- public:
-  enum class Role : std::uint8_t { outbound, inbound };
-  using State = msg::ConnState;
-
-  State state() const noexcept { return state_.get(); }
-  // The checked step (Messenger::Impl::enter reports a refused one).
-  [[nodiscard]] Result<void> to(State next) noexcept { return state_.to(next); }
-
-  ConnId id = 0;
-  Role role = Role::outbound;
-  NodeId peer = 0;  // outbound: the target; inbound: 0 until its hello
-  Stream stream;
-  std::optional<msg::WireDecoder> decoder;
-  std::optional<msg::Reassembler> reasm;  // open: incoming fragments
-  WriteBuffer out;                        // encoded frames not yet accepted by the stream
-  std::size_t out_off = 0;
-  std::uint64_t attempt_cs = 0;  // outbound: the connect_seq our hello asked for
-  TimerId deadline = 0;          // handshake timeout
-  TimerId ack_timer = 0;         // armed while an ack may come due; never cancelled (it re-checks)
-  TimerId keepalive = 0;         // open: the liveness tick
-  Clock::time_point last_rx{};   // when bytes last arrived (one clock read per read call)
-  // When the liveness tick last saw something written: a write only sets the flag, so the
-  // data path reads no clock for it; a keepalive is due up to one tick late.
-  Clock::time_point last_tx{};
-  bool sent_since_tick = false;
-  bool holds_slot = false;               // counts against max_handshakes
-  bool pump_deferred = false;            // a pump() continuation is queued on the loop
-  Transport transport = Transport::tcp;  // outbound: of its params; inbound: its listener's
-  std::vector<std::byte> stash;          // read while its session's reading was paused
-  // Inbound on a shard of several, until its hello is handled: every byte read, replayed
-  // to the owner shard if the hello names another shard's peer (session_relay.cc).
-  std::vector<std::byte> transcript;
-  // session_takeover.cc. Open: a hello claiming the peer restarted waits (connection
-  // `probe_for`) for this connection to answer the keepalive stamped `probe_stamp`.
-  ConnId probe_for = 0;
-  std::uint64_t probe_stamp = 0;
-  TimerId probe_timer = 0;
-  // Inbound, in its handshake: its place in Impl::inbound_handshakes_ (oldest first).
-  bool counted_inbound = false;
-  std::list<ConnId>::iterator inbound_pos{};
-  // Handshake: the hello that waits for that probe.
-  std::optional<msg::Hello> held;
-  bool held_reconnect = false;
-
-  std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
-
- private:
-  msg::Checked<State> state_{State::connecting};
-};
 
 // What a shard hands its messenger front (messenger_front.h): a message with its service,
 // and session events with the service of each message a reset hands back.
@@ -364,10 +220,6 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // stops or resumes reading the session's connections.
   void set_paused(NodeId peer, bool paused);
   void flush(Connection& c);
-  bool queue_frame(Connection& c, msg::FrameType type, std::span<const msg::Segment> segments);
-  bool queue_message(Connection& c, const msg::MessageHeader& h,
-                     std::span<const std::byte> payload);
-  bool queue_control(Connection& c, msg::FrameType type, std::span<const std::byte> payload);
   // Closes `c` for `why` (counted as errors.<name> unless benign) and tells its session.
   void fail(ConnId id, std::error_code why);
   // Removes `c` without telling its session (the caller handles the session).

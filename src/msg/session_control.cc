@@ -24,8 +24,7 @@ Cookie Messenger::Impl::new_cookie() {
 Session& Messenger::Impl::session_for(NodeId peer) {
   if (Session* s = find_session(peer)) return *s;
   (void)room_for_session();  // our own send is never refused for it: at most it evicts
-  auto s = std::make_unique<Session>(ack_policy_, backoff_policy_);
-  s->peer = peer;
+  auto s = std::make_unique<Session>(peer, ack_policy_, backoff_policy_);
   auto pol = policies_.find(peer);
   s->policy = pol == policies_.end() ? options_.default_policy : pol->second;
   s->my_cookie = new_cookie();
@@ -45,16 +44,11 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
   msg::Handback h = s.out->take_all();
   // The old queue's end (below) ends a refusal episode: the new one starts empty.
   const bool refused = s.out->refused();
-  s.out = std::make_unique<msg::OutQueue>(limits_, admission_->total(),
-                                          &admission_->session(s.peer), &pool_);
-  s.in = msg::InState(ack_policy_);
-  s.my_cookie = new_cookie();
-  s.peer_cookie = 0;
-  s.peer_global_seq = 0;
-  s.connect_seq = 0;
-  s.ever_open = false;
   auto pol = policies_.find(s.peer);
-  s.policy = pol == policies_.end() ? options_.default_policy : pol->second;
+  s.restart(std::make_unique<msg::OutQueue>(limits_, admission_->total(),
+                                            &admission_->session(s.peer), &pool_),
+            msg::InState(ack_policy_), new_cookie(),
+            pol == policies_.end() ? options_.default_policy : pol->second);
   counters_.counter("msg.resets").add_owned();
   RMSG_LOG(info, "msg: node %llx: session with %llx reset (%s): %zu unknown, %zu unsent",
            static_cast<unsigned long long>(options_.node_id),

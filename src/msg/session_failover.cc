@@ -169,10 +169,7 @@ void Messenger::Impl::retire(ConnId id) {
   Connection* c = find_connection(id);
   if (c == nullptr) return;
   enter(*c, Connection::State::retired);
-  for (TimerId* t : {&c->ack_timer, &c->keepalive, &c->deadline}) {
-    if (*t != 0) loop_.cancel_timer(*t);
-    *t = 0;
-  }
+  c->cancel_timers(loop_);
   std::weak_ptr<Impl> weak = weak_from_this();
   c->deadline = loop_.add_timer(options_.handshake_timeout, [weak, id] {
     if (auto self = weak.lock()) {

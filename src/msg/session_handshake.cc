@@ -71,7 +71,7 @@ void Messenger::Impl::begin_handshake(Connection& c) {
   c.decoder.emplace(
       msg::DecoderOptions{.local = msg::Banner{}, .limits = frame_limits_, .borrow = true});
   const auto banner = msg::encode_banner(msg::Banner{});
-  c.out.insert(c.out.end(), banner.begin(), banner.end());
+  c.queue_bytes(banner);
   const ConnId id = c.id;
   watch(c);
   if (c.role == Connection::Role::outbound) {
@@ -97,8 +97,8 @@ void Messenger::Impl::send_hello(Connection& c, Session& s) {
                .flags = s.policy == SessionPolicy::lossy ? msg::kFlagLossy : 0};
   c.attempt_cs = h.connect_seq;
   const auto bytes = msg::encode(h);
-  queue_control(c, s.peer_cookie != 0 ? FrameType::session_reconnect : FrameType::client_ident,
-                bytes);
+  c.queue_control(s.peer_cookie != 0 ? FrameType::session_reconnect : FrameType::client_ident,
+                  bytes);
   flush(c);
 }
 
@@ -160,7 +160,7 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   const ConnId id = c.id;
   if (h.target != 0 && h.target != options_.node_id) {
     const auto reason = msg::encode(msg::Reason{msg::CloseReason::wrong_node});
-    queue_control(c, FrameType::close, reason);
+    c.queue_control(FrameType::close, reason);
     flush(c);
     count_error(make_error_code(MessengerErrc::wrong_node));
     drop(id, true);
@@ -216,27 +216,27 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
     case K::reset: {
       counters_.counter("msg.decisions.reset").add_owned();
       const auto r = msg::encode(msg::Reason{msg::CloseReason::unknown_session});
-      queue_control(c, FrameType::session_reset, r);
+      c.queue_control(FrameType::session_reset, r);
       break;
     }
     case K::retry: {
       counters_.counter("msg.decisions.retry").add_owned();
       s->peer_global_seq = msg::seq_max(s->peer_global_seq, h.global_seq);
       const auto r = msg::encode(msg::Value64{d.value});
-      queue_control(c, FrameType::session_retry, r);
+      c.queue_control(FrameType::session_retry, r);
       break;
     }
     case K::retry_global: {
       counters_.counter("msg.decisions.retry_global").add_owned();
       const auto r = msg::encode(msg::Value64{d.value});
-      queue_control(c, FrameType::session_retry_global, r);
+      c.queue_control(FrameType::session_retry_global, r);
       break;
     }
     case K::wait: {
       counters_.counter("msg.decisions.wait").add_owned();
       s->peer_global_seq = msg::seq_max(s->peer_global_seq, h.global_seq);
       const auto r = msg::encode(msg::Value64{d.value});
-      queue_control(c, FrameType::wait, r);
+      c.queue_control(FrameType::wait, r);
       break;
     }
   }
@@ -277,8 +277,8 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
                        .msg_seq = s.in.in_seq(),
                        .flags = s.policy == SessionPolicy::lossy ? msg::kFlagLossy : 0};
   const auto bytes = msg::encode(w);
-  queue_control(c, h.server_cookie == 0 ? FrameType::server_ident : FrameType::session_reconnect_ok,
-                bytes);
+  c.queue_control(h.server_cookie == 0 ? FrameType::server_ident : FrameType::session_reconnect_ok,
+                  bytes);
   open_session(c, s, h.msg_seq);
 }
 
