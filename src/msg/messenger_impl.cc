@@ -56,13 +56,6 @@ void Messenger::Impl::set_policy(NodeId peer, SessionPolicy policy) {
   if (Session* s = find_session(peer)) s->policy = policy;
 }
 
-Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload,
-                                   std::uint16_t service) {
-  auto r = send_tracked(peer, std::move(payload), Messenger::SendOptions{.service = service});
-  if (!r) return r.error();
-  return {};
-}
-
 void Messenger::Impl::mark_down(NodeId peer) {
   peers_.erase(peer);
   routes_.erase(peer);

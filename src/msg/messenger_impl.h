@@ -74,7 +74,6 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
   Result<void> add_peer(NodeId peer, const ConnectionParams& params);
   void set_policy(NodeId peer, SessionPolicy policy);
-  Result<void> send(NodeId peer, std::vector<std::byte> payload, std::uint16_t service = 0);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
   // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess). `payload` is
@@ -92,14 +91,37 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // episode): its session, or, with none yet, the shard's list of such peers, ends it with
   // SessionEvent::writable once the budgets have room (sweep_refused_without_session).
   void refused_elsewhere(NodeId peer);
-  void sweep_refused_without_session();
-  // The messenger-wide budget may have room without an ack (a session dropped or reset):
-  // ends the episodes that waited for it, here and (posted) on the other loops.
-  void note_total_room();
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
   // messenger_drain.cc: the graceful shutdown.
   void drain(Clock::time_point deadline, std::function<void()> done);
+
+  EventLoop& loop() const noexcept { return loop_; }
+  NodeId node_id() const noexcept { return options_.node_id; }
+  const CounterSet& counters() const noexcept { return counters_; }
+
+  // session_failover.cc: both transports of a peer, and its policy between them.
+  Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
+  // session_handshake.cc: an accepted stream starts its handshake here.
+  void on_accepted(Stream stream, Transport transport = Transport::tcp);
+  // session_data.cc: ends this shard's refusal episodes once the shared budget has room.
+  void sweep_writable();
+  // The receiving side's bound (RPC's max_pending_requests; MessengerAccess::set_paused):
+  // stops or resumes reading the session's connections.
+  void set_paused(NodeId peer, bool paused);
+  // The cache hit inline (a message's path looks its session and connection up several
+  // times), the map out of line.
+  Session* find_session(NodeId peer) {
+    return peer != 0 && peer == session_cache_peer_ ? session_cache_ : find_session_slow(peer);
+  }
+
+  // The shard's insides, which only its own files (messenger_impl.cc, messenger_drain.cc,
+  // messenger_withdraw.cc, session_*.cc, connection_io.cc) use; and the front, which wires
+  // its shards together (routing hooks, listeners, counters).
+ private:
+  friend class Messenger::Front;
+
+  // messenger_drain.cc.
   // After acks or resets: finishes the drain once queues are empty (the test whether a
   // drain runs inline: every ack asks).
   void check_drained() {
@@ -107,18 +129,14 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   }
   void check_drained_slow();
   void finish_drain();
-
-  EventLoop& loop() const noexcept { return loop_; }
-  NodeId node_id() const noexcept { return options_.node_id; }
-  const CounterSet& counters() const noexcept { return counters_; }
+  // messenger_withdraw.cc.
+  void sweep_refused_without_session();
+  // The messenger-wide budget may have room without an ack (a session dropped or reset):
+  // ends the episodes that waited for it, here and (posted) on the other loops.
+  void note_total_room();
 
   // session_control.cc: sessions and connect attempts.
   Session& session_for(NodeId peer);
-  // The cache hit inline (a message's path looks its session and connection up several
-  // times), the map out of line.
-  Session* find_session(NodeId peer) {
-    return peer != 0 && peer == session_cache_peer_ ? session_cache_ : find_session_slow(peer);
-  }
   Session* find_session_slow(NodeId peer);
   void reset_session(Session& s, std::error_code why, bool report);
   void want_connection(Session& s);  // connect now if allowed, or queue for a slot
@@ -159,7 +177,6 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
 
   // session_handshake.cc: banner, hello, decision, welcome.
   void on_connected(ConnId id, Result<Stream> stream);
-  void on_accepted(Stream stream, Transport transport = Transport::tcp);
   // An inbound connection whose hello names another shard's peer: its stream stays here
   // behind a relay, the owner shard handshakes again over the relayed bytes. False when
   // it cannot be (no front hooks, a handshake larger than the relay holds).
@@ -186,11 +203,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // and, when the messenger-wide budget fell to half, those of this shard's other sessions
   // (sweep_writable) and, through on_total_room_, those of the other shards.
   void note_room(Session& s);
-  void sweep_writable();
   void deliver(Connection& c, Session& s, msg::Seq seq, std::uint16_t service, msg::Frame& f);
 
   // session_failover.cc: transport policies, the fallback to TCP, probes back to RDMA.
-  Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
   TransportPolicy transport_policy(const Session& s) const;
   // The params of `s`'s next connect (`c`); records its transport in both.
   const ConnectionParams& attempt_params(Session& s, Connection& c);
@@ -216,9 +231,6 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // rest is stashed).
   bool consume(ConnId id, std::span<const std::byte> in);
   bool read_paused(const Connection& c);
-  // The receiving side's bound (RPC's max_pending_requests; MessengerAccess::set_paused):
-  // stops or resumes reading the session's connections.
-  void set_paused(NodeId peer, bool paused);
   void flush(Connection& c);
   // Closes `c` for `why` (counted as errors.<name> unless benign) and tells its session.
   void fail(ConnId id, std::error_code why);
@@ -248,11 +260,16 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
                    counters_.counter("msg.acks_received"),
                    counters_.counter("msg.replayed"),
                    counters_.counter("msg.sent")};
-  // When the message being dispatched was read (its connection's last_rx): RPC's stand-in
-  // for now during the dispatch callback (rpc_impl.h), which spares it a clock read.
+
+ public:
+  // RPC keeps pointers to these two (rpc.cc, start). When the message being dispatched was
+  // read (its connection's last_rx): RPC's stand-in for now during the dispatch callback
+  // (rpc_impl.h), which spares it a clock read.
   Clock::time_point dispatch_rx_{};
   // Acknowledged payloads for the next messages (before sessions_: it outlives their queues).
   msg::PayloadPool pool_;
+
+ private:
   std::shared_ptr<msg::Admission> admission_;
   msg::QueueLimits limits_;
   msg::AckPolicy ack_policy_;
