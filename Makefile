@@ -53,18 +53,19 @@ test-host: build
 # ASan+UBSan: the test binaries (no tools) in their own tree; the RDMA ones run in the guest.
 build-asan/build.ninja: Makefile
 	cmake -S . -B build-asan $(CONFIG) -DCMAKE_BUILD_TYPE=Debug -DRMSG_SANITIZE=address,undefined \
-	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_TEST_DIRS='base;loop;stream;cm;tcp;wire;session;msg;posix;rdma'
+	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_TEST_DIRS='base;loop;stream;cm;tcp;wire;session;msg;rpc;posix;rdma'
 test-asan: build-asan/build.ninja
 	cmake --build build-asan -j $(JOBS)
 	$(CTEST) --test-dir build-asan -j $(JOBS) -L 'unit|tcp'
 
-# TSan: the loop's unit tests and the messenger's threaded ones (tests/msg builds only
-# msg_threads_tests in this tree, labelled threads: many loops over TCP and loopback), and,
+# TSan: the loop's unit tests and the messenger's and RPC's threaded ones (tests/msg and
+# tests/rpc build only msg_threads_tests and msg_rpc_threads_tests in this tree, labelled
+# threads: many loops over TCP and loopback), and,
 # as this tree is built without RDMA, the install test: a TCP-only install is consistent;
 # and the key-value example (examples/kv: a handler on two loop threads) as a user runs it.
 build-tsan/build.ninja: Makefile
 	cmake -S . -B build-tsan $(CONFIG) -DCMAKE_BUILD_TYPE=Debug -DRMSG_SANITIZE=thread \
-	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_WITH_RDMA=OFF -DRMSG_TEST_DIRS='loop;msg;install;examples'
+	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_WITH_RDMA=OFF -DRMSG_TEST_DIRS='loop;msg;rpc;install;examples'
 test-tsan: build-tsan/build.ninja
 	cmake --build build-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir build-tsan -j $(JOBS) -L 'unit|threads'

@@ -4,7 +4,6 @@
 #include <memory>
 #include <utility>
 
-#include "loop/loop_thread.h"
 #include "msg/front_sync.h"
 #include "msg/messenger_front.h"
 #include "msg/messenger_impl.h"
@@ -74,23 +73,6 @@ void Messenger::Impl::set_paused(NodeId peer, bool paused) {
   loop_.defer([weak, id] {
     if (auto self = weak.lock()) self->on_readable(id);
   });
-}
-
-void MessengerAccess::set_paused(Messenger& m, NodeId peer, bool paused) {
-  Messenger::Front& f = front(m);
-  f.run_on(f.owner(peer),
-           [peer, paused](Messenger::Front::Shard& s) { s.impl->set_paused(peer, paused); });
-}
-
-Result<Messenger::Ticket> MessengerAccess::send_while_draining(Messenger& m, NodeId peer,
-                                                               std::vector<std::byte> payload,
-                                                               const Messenger::SendOptions& o) {
-  Messenger::Front& f = front(m);
-  Messenger::Front::Shard& sh = f.shard_of(peer);
-  if (loop::Access::owned_here(*sh.loop))
-    return sh.impl->send_tracked(peer, std::move(payload), o, true);
-  RMSG_TRY(f.send_tracked(peer, std::move(payload), o, {}, true));
-  return Messenger::Ticket{};
 }
 
 void Messenger::Front::drain(Clock::time_point deadline, std::function<void()> done) {

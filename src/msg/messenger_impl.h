@@ -57,6 +57,10 @@ struct ShardEvent {
 };
 using ShardEventCallback = std::function<void(ShardEvent event)>;
 
+namespace msg {
+class MessengerPort;
+}  // namespace msg
+
 // One loop's part of a messenger (a "shard"): the sessions whose peers hash to its loop.
 class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
  public:
@@ -76,7 +80,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void set_policy(NodeId peer, SessionPolicy policy);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
-  // `draining_ok`: accepted during a drain (RPC's replies; MessengerAccess). `payload` is
+  // `draining_ok`: accepted during a drain (RPC's replies; MessengerPort). `payload` is
   // taken only when queued: a refused one stays the caller's (RPC holds it for later).
   Result<Messenger::Ticket> send_tracked(NodeId peer, std::vector<std::byte>&& payload,
                                          const Messenger::SendOptions& options,
@@ -106,20 +110,17 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void on_accepted(Stream stream, Transport transport = Transport::tcp);
   // session_data.cc: ends this shard's refusal episodes once the shared budget has room.
   void sweep_writable();
-  // The receiving side's bound (RPC's max_pending_requests; MessengerAccess::set_paused):
+  // The receiving side's bound (RPC's max_pending_requests; MessengerPort::set_read_paused):
   // stops or resumes reading the session's connections.
   void set_paused(NodeId peer, bool paused);
-  // The cache hit inline (a message's path looks its session and connection up several
-  // times), the map out of line.
-  Session* find_session(NodeId peer) {
-    return peer != 0 && peer == session_cache_peer_ ? session_cache_ : find_session_slow(peer);
-  }
 
   // The shard's insides, which only its own files (messenger_impl.cc, messenger_drain.cc,
-  // messenger_withdraw.cc, session_*.cc, connection_io.cc) use; and the front, which wires
-  // its shards together (routing hooks, listeners, counters).
+  // messenger_withdraw.cc, session_*.cc, connection_io.cc) use; the front, which wires its
+  // shards together (routing hooks, listeners, counters); and the port, which hands the
+  // layer above the dispatch time and the buffer pool (msg/messenger_port.h).
  private:
   friend class Messenger::Front;
+  friend class msg::MessengerPort;
 
   // messenger_drain.cc.
   // After acks or resets: finishes the drain once queues are empty (the test whether a
@@ -137,6 +138,11 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
 
   // session_control.cc: sessions and connect attempts.
   Session& session_for(NodeId peer);
+  // The cache hit inline (a message's path looks its session and connection up several
+  // times), the map out of line.
+  Session* find_session(NodeId peer) {
+    return peer != 0 && peer == session_cache_peer_ ? session_cache_ : find_session_slow(peer);
+  }
   Session* find_session_slow(NodeId peer);
   void reset_session(Session& s, std::error_code why, bool report);
   void want_connection(Session& s);  // connect now if allowed, or queue for a slot
@@ -260,16 +266,12 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
                    counters_.counter("msg.acks_received"),
                    counters_.counter("msg.replayed"),
                    counters_.counter("msg.sent")};
-
- public:
-  // RPC keeps pointers to these two (rpc.cc, start). When the message being dispatched was
-  // read (its connection's last_rx): RPC's stand-in for now during the dispatch callback
-  // (rpc_impl.h), which spares it a clock read.
+  // When the message being dispatched was read (its connection's last_rx): RPC's stand-in
+  // for now during the dispatch callback (MessengerPort::dispatch_time), which spares it a
+  // clock read.
   Clock::time_point dispatch_rx_{};
   // Acknowledged payloads for the next messages (before sessions_: it outlives their queues).
   msg::PayloadPool pool_;
-
- private:
   std::shared_ptr<msg::Admission> admission_;
   msg::QueueLimits limits_;
   msg::AckPolicy ack_policy_;

@@ -66,18 +66,8 @@ struct MessengerAccess {
       std::span<EventLoop* const> loops, const MessengerOptions& options,
       const std::function<Result<std::unique_ptr<StreamFactory>>(EventLoop&)>& make_streams,
       Messenger::DispatchCallback dispatch, Messenger::EventCallback on_event);
-  // The shards behind a messenger (RPC's way to send from other threads).
+  // The shards behind a messenger (tests; the layer above uses msg/messenger_port.h).
   static Messenger::Front& front(Messenger& m) noexcept;
-  // Stops (or resumes) reading `peer`'s connections: the receiving side's bound (RPC's
-  // max_pending_requests). The peer's writes back up into its queue; nothing is dropped.
-  // Any thread (applied on the peer's loop). messenger_drain.cc.
-  static void set_paused(Messenger& m, NodeId peer, bool paused);
-  // send_tracked() that a drain (Messenger::shutdown(deadline, done)) still accepts: RPC
-  // answers requests that arrive meanwhile (status shutting_down). Any thread; from a
-  // thread other than the peer's loop the ticket is empty (the message is queued there).
-  static Result<Messenger::Ticket> send_while_draining(Messenger& m, NodeId peer,
-                                                       std::vector<std::byte> payload,
-                                                       const Messenger::SendOptions& options);
 };
 
 }  // namespace rmsg

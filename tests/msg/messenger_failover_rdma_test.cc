@@ -14,7 +14,7 @@
 
 #include "kit/seed.h"
 #include "msg/failover_streams.h"
-#include "msg/rpc_seams.h"
+#include "rpc/rpc_seams.h"
 #include "verbs/seams.h"
 
 namespace rmsg::testing {

@@ -10,7 +10,7 @@
 
 #include "msg/heap_in_use.h"
 #include "msg/messenger_loopback_fixture.h"
-#include "msg/rpc_loopback_fixture.h"
+#include "rpc/rpc_loopback_fixture.h"
 #include "wire/banner.h"
 #include "wire/frame_encoder.h"
 #include "wire/session_frames.h"

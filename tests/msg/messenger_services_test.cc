@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "msg/messenger_loopback_fixture.h"
-#include "msg/rpc_fixture.h"
+#include "rpc/rpc_fixture.h"
 #include "wire/banner.h"
 #include "wire/crc32c.h"
 #include "wire/frame_encoder.h"

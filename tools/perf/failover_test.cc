@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "failover_trace.h"
-#include "msg/rpc_seams.h"
 #include "rdma/seams.h"
 #include "rmsg/rdma.h"
 #include "rmsg/rpc.h"
+#include "rpc/rpc_seams.h"
 #include "stream_transport.h"
 #include "verbs/seams.h"
 
