@@ -77,9 +77,7 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
 
 void Messenger::Impl::shutdown() {
   shutting_down_ = true;
-  draining_ = false;  // the destructor during a drain: done() is not called
-  if (drain_timer_ != 0) loop_.cancel_timer(drain_timer_);
-  drain_timer_ = 0;
+  drainer_.abandon();  // the destructor during a drain: done() is not called
   drain_done_ = nullptr;
   for (auto& l : listeners_) l.close();
   listeners_.clear();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "msg/connection.h"
+#include "msg/drainer.h"
 #include "msg/relay_pump.h"
 #include "msg/seams.h"
 #include "msg/session.h"
@@ -122,14 +123,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   friend class Messenger::Front;
   friend class msg::MessengerPort;
 
-  // messenger_drain.cc.
-  // After acks or resets: finishes the drain once queues are empty (the test whether a
-  // drain runs inline: every ack asks).
-  void check_drained() {
-    if (draining_) check_drained_slow();
-  }
-  void check_drained_slow();
-  void finish_drain();
+  // After acks or resets: finishes the drain once queues are empty (messenger_drain.cc).
+  void check_drained() { drainer_.check(); }
   // messenger_withdraw.cc.
   void sweep_refused_without_session();
   // The messenger-wide budget may have room without an ack (a session dropped or reset):
@@ -296,11 +291,10 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   ConnId next_conn_id_ = 1;
   std::uint64_t global_seq_ = 0;
   bool shutting_down_ = false;
-  bool draining_ = false;  // shutdown(deadline, done) is waiting for acks
   // Sessions with `paused` set: while 0, read_paused() needs no session look-up.
   std::size_t paused_sessions_ = 0;
-  bool drain_check_queued_ = false;
-  TimerId drain_timer_ = 0;
+  // shutdown(deadline, done) waiting for acks (messenger_drain.cc), and its done.
+  msg::Drainer drainer_{loop_};
   std::function<void()> drain_done_;
   // Set by the front: asks every other shard to sweep_writable() on its loop (the total
   // budget is shared, so an ack here may end an episode there).

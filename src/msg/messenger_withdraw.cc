@@ -16,7 +16,7 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
   if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
     return make_error_code(Errc::invalid_argument);
   }
-  if (shutting_down_ || (draining_ && !draining_ok)) return make_error_code(Errc::closed);
+  if (shutting_down_ || (drainer_.draining() && !draining_ok)) return make_error_code(Errc::closed);
   Session& s = session_for(peer);
   const Cookie session = s.my_cookie;
   auto r = s.out->push(std::move(payload), static_cast<msg::Lane>(options.lane), options.service);
