@@ -42,9 +42,7 @@ const char* messenger_errc_name(int v) {
 }  // namespace
 
 Connection& Messenger::Impl::new_connection(Connection::Role role) {
-  auto c = std::make_unique<Connection>();
-  c->id = next_conn_id_++;
-  c->role = role;
+  auto c = std::make_unique<Connection>(next_conn_id_++, role, frame_limits_);
   Connection& ref = *c;
   conns_.emplace(ref.id, std::move(c));
   return ref;
@@ -67,7 +65,7 @@ void Messenger::Impl::watch(Connection& c) {
 }
 
 bool Messenger::Impl::read_paused(const Connection& c) {
-  if (paused_sessions_ == 0 || c.state != Connection::State::open) return false;
+  if (paused_sessions_ == 0 || c.state() != Connection::State::open) return false;
   const Session* s = find_session(c.peer);
   return s != nullptr && s->paused;
 }
@@ -98,8 +96,8 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
     }
     if (ev != msg::DecodeEvent::frame) continue;
     msg::Frame f = c->decoder->take_frame();
-    if (c->state == Connection::State::retired) continue;  // replaced: nothing delivered
-    if (c->state == Connection::State::open) {
+    if (c->state() == Connection::State::retired) continue;  // replaced: nothing delivered
+    if (c->state() == Connection::State::open) {
       on_open_frame(*c, f);
     } else {
       on_handshake_frame(*c, f);
@@ -157,48 +155,37 @@ void Messenger::Impl::on_readable(ConnId id) {
   });
 }
 
-bool Messenger::Impl::queue_frame(Connection& c, msg::FrameType type,
-                                  std::span<const msg::Segment> segments) {
-  if (c.out_off > 0 && c.out_off * 2 >= c.out.size()) {
-    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_off));
-    c.out_off = 0;
-  }
+bool Connection::queue_frame(msg::FrameType type, std::span<const msg::Segment> segments) {
+  compact();
   const std::size_t size = msg::encoded_frame_size(segments);
-  const std::size_t old = c.out.size();
-  c.out.resize(old + size);
-  auto r = msg::encode_frame_to(std::span(c.out).subspan(old), type, segments, frame_limits_);
+  const std::size_t old = out_.size();
+  out_.resize(old + size);
+  auto r = msg::encode_frame_to(std::span(out_).subspan(old), type, segments, *limits_);
   if (!r) {
-    c.out.resize(old);
+    out_.resize(old);
     return false;
   }
   return true;
 }
 
-// The per-message path: queue_frame()'s work for a message frame, in one pass
-// (msg/message_frame.h), the same bytes.
-bool Messenger::Impl::queue_message(Connection& c, const msg::MessageHeader& h,
-                                    std::span<const std::byte> payload) {
-  if (!msg::message_frame_fits(payload.size(), frame_limits_)) return false;
-  if (c.out_off > 0 && c.out_off * 2 >= c.out.size()) {
-    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_off));
-    c.out_off = 0;
-  }
-  const std::size_t old = c.out.size();
-  c.out.resize(old + msg::kMessageFrameOverhead + payload.size());
-  msg::encode_message_frame(c.out.data() + old, h, payload);
+bool Connection::queue_message(const msg::MessageHeader& h, std::span<const std::byte> payload) {
+  if (!msg::message_frame_fits(payload.size(), *limits_)) return false;
+  compact();
+  const std::size_t old = out_.size();
+  out_.resize(old + msg::kMessageFrameOverhead + payload.size());
+  msg::encode_message_frame(out_.data() + old, h, payload);
   return true;
 }
 
-bool Messenger::Impl::queue_control(Connection& c, msg::FrameType type,
-                                    std::span<const std::byte> payload) {
+bool Connection::queue_control(msg::FrameType type, std::span<const std::byte> payload) {
   const msg::Segment seg{payload, 0};
-  return queue_frame(c, type, std::span(&seg, payload.empty() ? 0 : 1));
+  return queue_frame(type, std::span(&seg, payload.empty() ? 0 : 1));
 }
 
 void Messenger::Impl::flush(Connection& c) {
   const ConnId id = c.id;
   while (c.pending_bytes() > 0) {
-    auto n = c.stream.write(std::span(c.out).subspan(c.out_off));
+    auto n = c.stream.write(c.unwritten());
     if (!n) {
       if (!n.is(Errc::would_block)) return fail(id, n.error());
       std::weak_ptr<Impl> weak = weak_from_this();
@@ -210,18 +197,15 @@ void Messenger::Impl::flush(Connection& c) {
         cc->stream.on_writable({});
         self->flush(*cc);
         cc = self->find_connection(id);
-        if (cc == nullptr || cc->state != Connection::State::open) return;
+        if (cc == nullptr || cc->state() != Connection::State::open) return;
         if (Session* s = self->find_session(cc->peer); s != nullptr && s->conn == id) {
           self->pump(*s);
         }
       });
       return;
     }
-    c.out_off += n.value();
-    c.sent_since_tick = true;
+    c.wrote(n.value());
   }
-  c.out.clear();
-  c.out_off = 0;
 }
 
 void Messenger::Impl::count_error(std::error_code why) {
@@ -239,7 +223,7 @@ void Messenger::Impl::count_error(std::error_code why) {
 void Messenger::Impl::fail(ConnId id, std::error_code why) {
   Connection* c = find_connection(id);
   if (c == nullptr) return;
-  if (c->state == Connection::State::retired) return drop(id, false);  // expected to end
+  if (c->state() == Connection::State::retired) return drop(id, false);  // expected to end
   count_error(why);
   RMSG_LOG(info, "msg: node %llx: connection %llu (peer %llx) closed: %s (%s)",
            static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),
@@ -249,7 +233,7 @@ void Messenger::Impl::fail(ConnId id, std::error_code why) {
   if (s == nullptr) return;
   if (s->conn == id) {
     connection_lost(*s, why);
-  } else if (s->outbound == id) {
+  } else if (s->outbound() == id) {
     attempt_failed(*s, why);
   }
 }
@@ -263,9 +247,7 @@ void Messenger::Impl::drop(ConnId id, bool graceful) {
     conn_cache_id_ = 0;
     conn_cache_ = nullptr;
   }
-  if (c->deadline != 0) loop_.cancel_timer(c->deadline);
-  if (c->ack_timer != 0) loop_.cancel_timer(c->ack_timer);
-  if (c->keepalive != 0) loop_.cancel_timer(c->keepalive);
+  c->cancel_timers(loop_);
   probe_ended(*c);
   release_slot(*c);
   handshake_done(*c);

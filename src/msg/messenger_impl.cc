@@ -56,13 +56,6 @@ void Messenger::Impl::set_policy(NodeId peer, SessionPolicy policy) {
   if (Session* s = find_session(peer)) s->policy = policy;
 }
 
-Result<void> Messenger::Impl::send(NodeId peer, std::vector<std::byte> payload,
-                                   std::uint16_t service) {
-  auto r = send_tracked(peer, std::move(payload), Messenger::SendOptions{.service = service});
-  if (!r) return r.error();
-  return {};
-}
-
 void Messenger::Impl::mark_down(NodeId peer) {
   peers_.erase(peer);
   routes_.erase(peer);
@@ -76,21 +69,15 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
   auto it = sessions_.find(peer);
   if (it == sessions_.end()) return std::nullopt;
   const Session& s = *it->second;
-  Messenger::SessionInfo info{s.state == Session::State::open,
-                              s.out->size(),
-                              s.out->in_flight(),
-                              s.in.in_seq(),
-                              s.connect_seq,
-                              {}};
+  Messenger::SessionInfo info{s.connected(), s.out->size(), s.out->in_flight(),
+                              s.in.in_seq(), s.connect_seq, {}};
   if (info.connected) info.transport = s.fo.current;
   return info;
 }
 
 void Messenger::Impl::shutdown() {
   shutting_down_ = true;
-  draining_ = false;  // the destructor during a drain: done() is not called
-  if (drain_timer_ != 0) loop_.cancel_timer(drain_timer_);
-  drain_timer_ = 0;
+  drainer_.abandon();  // the destructor during a drain: done() is not called
   drain_done_ = nullptr;
   for (auto& l : listeners_) l.close();
   listeners_.clear();
@@ -101,9 +88,9 @@ void Messenger::Impl::shutdown() {
   for (ConnId id : ids) {
     Connection* c = find_connection(id);
     if (c == nullptr) continue;
-    if (c->state == Connection::State::open) {
+    if (c->state() == Connection::State::open) {
       const auto reason = msg::encode(msg::Reason{msg::CloseReason::shutdown});
-      queue_control(*c, msg::FrameType::close, reason);
+      c->queue_control(msg::FrameType::close, reason);
       flush(*c);
       drop(id, true);
     } else {

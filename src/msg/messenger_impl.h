@@ -1,6 +1,6 @@
-// The messenger's insides: sessions (per peer node, control state), connections (one
-// Stream each, with its decoder and write buffer) and the Impl that owns both. The control
-// path (connect attempts, handshake, decisions, resets) is session_control.cc and
+// One loop's part of a messenger (a "shard"): the sessions (msg/session.h) whose peers
+// hash to its loop and their connections (msg/connection.h), and what drives them. The
+// control path (connect attempts, handshake, decisions, resets) is session_control.cc and
 // session_handshake.cc; the data path (messages, acks, reading and writing) is
 // session_data.cc and connection_io.cc; the public API messenger.cc.
 //
@@ -25,8 +25,11 @@
 #include <utility>
 #include <vector>
 
+#include "msg/connection.h"
+#include "msg/drainer.h"
 #include "msg/relay_pump.h"
 #include "msg/seams.h"
+#include "msg/session.h"
 #include "msg/transport_policy.h"
 #include "msg/vocabulary.h"
 #include "rmsg/messenger.h"
@@ -36,137 +39,13 @@
 #include "session/out_queue.h"
 #include "session/reassembly.h"
 #include "session/reconnect_decision.h"
+#include "session/session_state.h"
 #include "wire/frame_decoder.h"
 #include "wire/frame_encoder.h"
 #include "wire/frame_types.h"
 #include "wire/session_frames.h"
 
 namespace rmsg {
-
-using msg::Cookie;
-using ConnId = std::uint64_t;  // 0: none
-
-struct Session {
-  enum class State : std::uint8_t {
-    idle,        // no connection and no attempt (no address, or nothing asked yet)
-    backoff,     // an attempt is due when `timer` fires
-    queued,      // waiting for a handshake slot (max_handshakes)
-    connecting,  // our attempt `outbound` is under way
-    open,        // connection `conn` is established
-  };
-  NodeId peer = 0;
-  SessionPolicy policy = SessionPolicy::lossless;
-  State state = State::idle;
-  Cookie my_cookie = 0;
-  Cookie peer_cookie = 0;
-  std::uint64_t peer_global_seq = 0;
-  std::uint64_t connect_seq = 0;  // of the last connection established (or bumped by wait)
-  std::unique_ptr<msg::OutQueue> out;
-  msg::InState in;
-  msg::Backoff backoff;
-  ConnId conn = 0;
-  ConnId outbound = 0;
-  TimerId timer = 0;
-  bool ever_open = false;
-  msg::FailoverState fo;  // transport policy state (session_failover.cc)
-  bool paused = false;    // set_paused(): its connections are not read
-  // The peer's cookies that a restart we accepted replaced, the newest four: a
-  // client_ident read late from an attempt abandoned before it carries one
-  // (msg::SessionView::client_cookie_retired). Kept across reset_session.
-  std::array<Cookie, 4> retired_peer_cookies{};
-  std::uint8_t retired_next = 0;
-  // Without a connection since `unconnected_since` (session_expiry.cc): its place in the
-  // shard's list of such sessions, oldest first.
-  bool unconnected = false;
-  Clock::time_point unconnected_since{};
-  std::list<NodeId>::iterator unconnected_pos{};
-
-  void retire_peer_cookie(Cookie c) noexcept {
-    retired_peer_cookies[retired_next] = c;
-    retired_next = static_cast<std::uint8_t>((retired_next + 1) % retired_peer_cookies.size());
-  }
-  bool peer_cookie_retired(Cookie c) const noexcept {
-    return c != 0 && std::find(retired_peer_cookies.begin(), retired_peer_cookies.end(), c) !=
-                         retired_peer_cookies.end();
-  }
-
-  Session(const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
-      : in(ack), backoff(backoff_policy) {}
-};
-
-// An allocator whose resize() leaves new bytes uninitialized (default-initialized, not
-// value-initialized): the write buffer grows by a frame's size and the encoder writes every
-// byte of it at once, so zero-filling it first (a memset per frame) is wasted work.
-template <class T>
-struct UninitAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitAllocator<U>;
-  };
-  UninitAllocator() noexcept = default;
-  template <class U>
-  UninitAllocator(const UninitAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-using WriteBuffer = std::vector<std::byte, UninitAllocator<std::byte>>;
-
-struct Connection {
-  enum class Role : std::uint8_t { outbound, inbound };
-  enum class State : std::uint8_t {
-    connecting,  // outbound: the stream connect is pending
-    handshake,   // banner and hello exchange
-    open,        // bound to session `peer`
-    // Replaced by a newer connection of its session (session_failover.cc, retire): read
-    // and discarded until the peer closes it or handshake_timeout passes; never delivers.
-    retired,
-  };
-  ConnId id = 0;
-  Role role = Role::outbound;
-  State state = State::connecting;
-  NodeId peer = 0;  // outbound: the target; inbound: 0 until its hello
-  Stream stream;
-  std::optional<msg::WireDecoder> decoder;
-  std::optional<msg::Reassembler> reasm;  // open: incoming fragments
-  WriteBuffer out;                        // encoded frames not yet accepted by the stream
-  std::size_t out_off = 0;
-  std::uint64_t attempt_cs = 0;  // outbound: the connect_seq our hello asked for
-  TimerId deadline = 0;          // handshake timeout
-  TimerId ack_timer = 0;         // armed while an ack may come due; never cancelled (it re-checks)
-  TimerId keepalive = 0;         // open: the liveness tick
-  Clock::time_point last_rx{};   // when bytes last arrived (one clock read per read call)
-  // When the liveness tick last saw something written: a write only sets the flag, so the
-  // data path reads no clock for it; a keepalive is due up to one tick late.
-  Clock::time_point last_tx{};
-  bool sent_since_tick = false;
-  bool holds_slot = false;               // counts against max_handshakes
-  bool reading = false;                  // inside on_readable (re-entrancy guard)
-  bool pump_deferred = false;            // a pump() continuation is queued on the loop
-  Transport transport = Transport::tcp;  // outbound: of its params; inbound: its listener's
-  std::vector<std::byte> stash;          // read while its session's reading was paused
-  // Inbound on a shard of several, until its hello is handled: every byte read, replayed
-  // to the owner shard if the hello names another shard's peer (session_relay.cc).
-  std::vector<std::byte> transcript;
-  // session_takeover.cc. Open: a hello claiming the peer restarted waits (connection
-  // `probe_for`) for this connection to answer the keepalive stamped `probe_stamp`.
-  ConnId probe_for = 0;
-  std::uint64_t probe_stamp = 0;
-  TimerId probe_timer = 0;
-  // Inbound, in its handshake: its place in Impl::inbound_handshakes_ (oldest first).
-  bool counted_inbound = false;
-  std::list<ConnId>::iterator inbound_pos{};
-  // Handshake: the hello that waits for that probe.
-  std::optional<msg::Hello> held;
-  bool held_reconnect = false;
-
-  std::size_t pending_bytes() const noexcept { return out.size() - out_off; }
-};
 
 // What a shard hands its messenger front (messenger_front.h): a message with its service,
 // and session events with the service of each message a reset hands back.
@@ -178,6 +57,10 @@ struct ShardEvent {
   std::vector<std::uint16_t> unsent_services;
 };
 using ShardEventCallback = std::function<void(ShardEvent event)>;
+
+namespace msg {
+class MessengerPort;
+}  // namespace msg
 
 // One loop's part of a messenger (a "shard"): the sessions whose peers hash to its loop.
 class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
@@ -196,7 +79,6 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   Result<std::string> listen(const SocketAddress& address, const ConnectionParams& params);
   Result<void> add_peer(NodeId peer, const ConnectionParams& params);
   void set_policy(NodeId peer, SessionPolicy policy);
-  Result<void> send(NodeId peer, std::vector<std::byte> payload, std::uint16_t service = 0);
   void mark_down(NodeId peer);
   // messenger_withdraw.cc (RPC's additions).
   // `draining_ok`: accepted during a drain (RPC's replies; MessengerPort). `payload` is
@@ -214,25 +96,40 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // episode): its session, or, with none yet, the shard's list of such peers, ends it with
   // SessionEvent::writable once the budgets have room (sweep_refused_without_session).
   void refused_elsewhere(NodeId peer);
-  void sweep_refused_without_session();
-  // The messenger-wide budget may have room without an ack (a session dropped or reset):
-  // ends the episodes that waited for it, here and (posted) on the other loops.
-  void note_total_room();
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
   void shutdown();
   // messenger_drain.cc: the graceful shutdown.
   void drain(Clock::time_point deadline, std::function<void()> done);
-  // After acks or resets: finishes the drain once queues are empty (the test whether a
-  // drain runs inline: every ack asks).
-  void check_drained() {
-    if (draining_) check_drained_slow();
-  }
-  void check_drained_slow();
-  void finish_drain();
 
   EventLoop& loop() const noexcept { return loop_; }
   NodeId node_id() const noexcept { return options_.node_id; }
   const CounterSet& counters() const noexcept { return counters_; }
+
+  // session_failover.cc: both transports of a peer, and its policy between them.
+  Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
+  // session_handshake.cc: an accepted stream starts its handshake here.
+  void on_accepted(Stream stream, Transport transport = Transport::tcp);
+  // session_data.cc: ends this shard's refusal episodes once the shared budget has room.
+  void sweep_writable();
+  // The receiving side's bound (RPC's max_pending_requests; MessengerPort::set_read_paused):
+  // stops or resumes reading the session's connections.
+  void set_paused(NodeId peer, bool paused);
+
+  // The shard's insides, which only its own files (messenger_impl.cc, messenger_drain.cc,
+  // messenger_withdraw.cc, session_*.cc, connection_io.cc) use; the front, which wires its
+  // shards together (routing hooks, listeners, counters); and the port, which hands the
+  // layer above the dispatch time and the buffer pool (msg/messenger_port.h).
+ private:
+  friend class Messenger::Front;
+  friend class msg::MessengerPort;
+
+  // After acks or resets: finishes the drain once queues are empty (messenger_drain.cc).
+  void check_drained() { drainer_.check(); }
+  // messenger_withdraw.cc.
+  void sweep_refused_without_session();
+  // The messenger-wide budget may have room without an ack (a session dropped or reset):
+  // ends the episodes that waited for it, here and (posted) on the other loops.
+  void note_total_room();
 
   // session_control.cc: sessions and connect attempts.
   Session& session_for(NodeId peer);
@@ -249,6 +146,14 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void attempt_failed(Session& s, std::error_code why);
   void connection_lost(Session& s, std::error_code why);
   void release_slot(Connection& c);
+  // The one way a state changes: a step the table refuses (session/session_state.h; a bug
+  // of ours) asserts in Debug; in Release it is logged, counted (msg.illegal_transitions)
+  // and the state stays.
+  void enter(Session& s, Session::State to);
+  void enter(Connection& c, Connection::State to);
+  void begin_attempt(Session& s, ConnId id);
+  void end_attempt(Session& s);
+  void illegal_transition(const char* what, std::uint64_t who, const char* from, const char* to);
   void emit(SessionEvent event, std::vector<std::uint16_t> unknown_services = {},
             std::vector<std::uint16_t> unsent_services = {});
   Cookie new_cookie();
@@ -273,7 +178,6 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
 
   // session_handshake.cc: banner, hello, decision, welcome.
   void on_connected(ConnId id, Result<Stream> stream);
-  void on_accepted(Stream stream, Transport transport = Transport::tcp);
   // An inbound connection whose hello names another shard's peer: its stream stays here
   // behind a relay, the owner shard handshakes again over the relayed bytes. False when
   // it cannot be (no front hooks, a handshake larger than the relay holds).
@@ -300,11 +204,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // and, when the messenger-wide budget fell to half, those of this shard's other sessions
   // (sweep_writable) and, through on_total_room_, those of the other shards.
   void note_room(Session& s);
-  void sweep_writable();
   void deliver(Connection& c, Session& s, msg::Seq seq, std::uint16_t service, msg::Frame& f);
 
   // session_failover.cc: transport policies, the fallback to TCP, probes back to RDMA.
-  Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
   TransportPolicy transport_policy(const Session& s) const;
   // The params of `s`'s next connect (`c`); records its transport in both.
   const ConnectionParams& attempt_params(Session& s, Connection& c);
@@ -330,14 +232,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // rest is stashed).
   bool consume(ConnId id, std::span<const std::byte> in);
   bool read_paused(const Connection& c);
-  // The receiving side's bound (RPC's max_pending_requests; MessengerPort::set_read_paused):
-  // stops or resumes reading the session's connections.
-  void set_paused(NodeId peer, bool paused);
   void flush(Connection& c);
-  bool queue_frame(Connection& c, msg::FrameType type, std::span<const msg::Segment> segments);
-  bool queue_message(Connection& c, const msg::MessageHeader& h,
-                     std::span<const std::byte> payload);
-  bool queue_control(Connection& c, msg::FrameType type, std::span<const std::byte> payload);
   // Closes `c` for `why` (counted as errors.<name> unless benign) and tells its session.
   void fail(ConnId id, std::error_code why);
   // Removes `c` without telling its session (the caller handles the session).
@@ -396,11 +291,10 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   ConnId next_conn_id_ = 1;
   std::uint64_t global_seq_ = 0;
   bool shutting_down_ = false;
-  bool draining_ = false;  // shutdown(deadline, done) is waiting for acks
   // Sessions with `paused` set: while 0, read_paused() needs no session look-up.
   std::size_t paused_sessions_ = 0;
-  bool drain_check_queued_ = false;
-  TimerId drain_timer_ = 0;
+  // shutdown(deadline, done) waiting for acks (messenger_drain.cc), and its done.
+  msg::Drainer drainer_{loop_};
   std::function<void()> drain_done_;
   // Set by the front: asks every other shard to sweep_writable() on its loop (the total
   // budget is shared, so an ack here may end an episode there).

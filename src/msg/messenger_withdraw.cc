@@ -16,7 +16,7 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
   if (peer == 0 || peer == options_.node_id || payload.size() > options_.max_message_size) {
     return make_error_code(Errc::invalid_argument);
   }
-  if (shutting_down_ || (draining_ && !draining_ok)) return make_error_code(Errc::closed);
+  if (shutting_down_ || (drainer_.draining() && !draining_ok)) return make_error_code(Errc::closed);
   Session& s = session_for(peer);
   const Cookie session = s.my_cookie;
   auto r = s.out->push(std::move(payload), static_cast<msg::Lane>(options.lane), options.service);
@@ -27,7 +27,7 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
   hot_.queued.add_owned();
   // pump() and want_connection() never reset the session synchronously, but the ticket
   // names the session it was queued in either way.
-  if (s.state == Session::State::open) {
+  if (s.connected()) {
     pump(s);
   } else {
     want_connection(s);
@@ -47,7 +47,7 @@ std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(
       s.my_cookie, s.out->push_reserved(std::move(payload), static_cast<msg::Lane>(options.lane),
                                         options.service)};
   hot_.queued.add_owned();
-  if (s.state == Session::State::open) {
+  if (s.connected()) {
     pump(s);
   } else {
     want_connection(s);

@@ -24,8 +24,7 @@ Cookie Messenger::Impl::new_cookie() {
 Session& Messenger::Impl::session_for(NodeId peer) {
   if (Session* s = find_session(peer)) return *s;
   (void)room_for_session();  // our own send is never refused for it: at most it evicts
-  auto s = std::make_unique<Session>(ack_policy_, backoff_policy_);
-  s->peer = peer;
+  auto s = std::make_unique<Session>(peer, ack_policy_, backoff_policy_);
   auto pol = policies_.find(peer);
   s->policy = pol == policies_.end() ? options_.default_policy : pol->second;
   s->my_cookie = new_cookie();
@@ -45,16 +44,11 @@ void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report
   msg::Handback h = s.out->take_all();
   // The old queue's end (below) ends a refusal episode: the new one starts empty.
   const bool refused = s.out->refused();
-  s.out = std::make_unique<msg::OutQueue>(limits_, admission_->total(),
-                                          &admission_->session(s.peer), &pool_);
-  s.in = msg::InState(ack_policy_);
-  s.my_cookie = new_cookie();
-  s.peer_cookie = 0;
-  s.peer_global_seq = 0;
-  s.connect_seq = 0;
-  s.ever_open = false;
   auto pol = policies_.find(s.peer);
-  s.policy = pol == policies_.end() ? options_.default_policy : pol->second;
+  s.restart(std::make_unique<msg::OutQueue>(limits_, admission_->total(),
+                                            &admission_->session(s.peer), &pool_),
+            msg::InState(ack_policy_), new_cookie(),
+            pol == policies_.end() ? options_.default_policy : pol->second);
   counters_.counter("msg.resets").add_owned();
   RMSG_LOG(info, "msg: node %llx: session with %llx reset (%s): %zu unknown, %zu unsent",
            static_cast<unsigned long long>(options_.node_id),
@@ -84,9 +78,9 @@ void Messenger::Impl::emit(SessionEvent event, std::vector<std::uint16_t> unknow
 }
 
 void Messenger::Impl::want_connection(Session& s) {
-  if (shutting_down_ || s.state != Session::State::idle || !peers_.contains(s.peer)) return;
+  if (shutting_down_ || s.state() != Session::State::idle || !peers_.contains(s.peer)) return;
   if (handshakes_ >= options_.max_handshakes) {
-    s.state = Session::State::queued;
+    enter(s, Session::State::queued);
     slot_waiters_.push_back(s.peer);
     counters_.counter("msg.handshake_waits").add_owned();
     return;
@@ -96,10 +90,10 @@ void Messenger::Impl::want_connection(Session& s) {
 
 void Messenger::Impl::schedule_attempt(Session& s, Duration delay) {
   if (shutting_down_ || !peers_.contains(s.peer)) {
-    s.state = Session::State::idle;
+    enter(s, Session::State::idle);
     return;
   }
-  s.state = Session::State::backoff;
+  enter(s, Session::State::backoff);
   std::weak_ptr<Impl> weak = weak_from_this();
   const NodeId peer = s.peer;
   s.timer = loop_.add_timer(delay, [weak, peer] {
@@ -108,8 +102,8 @@ void Messenger::Impl::schedule_attempt(Session& s, Duration delay) {
     Session* ss = self->find_session(peer);
     if (ss == nullptr) return;
     ss->timer = 0;
-    if (ss->state != Session::State::backoff) return;
-    ss->state = Session::State::idle;
+    if (ss->state() != Session::State::backoff) return;
+    self->enter(*ss, Session::State::idle);
     self->want_connection(*ss);
   });
 }
@@ -120,8 +114,7 @@ void Messenger::Impl::start_attempt(Session& s) {
   c.holds_slot = true;
   c.attempt_cs = s.connect_seq + 1;
   ++handshakes_;
-  if (s.state != Session::State::open) s.state = Session::State::connecting;  // open: a probe
-  s.outbound = c.id;
+  begin_attempt(s, c.id);  // open: a probe
   counters_.counter("msg.connects").add_owned();
   std::weak_ptr<Impl> weak = weak_from_this();
   const ConnId id = c.id;
@@ -135,7 +128,7 @@ void Messenger::Impl::start_attempt(Session& s) {
   RMSG_LOG(debug, "msg: node %llx: connection %llu: connecting to %llx over %s%s",
            static_cast<unsigned long long>(options_.node_id), static_cast<unsigned long long>(id),
            static_cast<unsigned long long>(s.peer), to_string(c.transport),
-           s.state == Session::State::open ? " (probe)" : "");
+           s.state() == Session::State::probing ? " (probe)" : "");
   streams_->connect(params, [weak, id](Result<Stream> r) {
     auto self = weak.lock();
     if (!self) return;  // the stream (if any) closes as `r` goes
@@ -151,25 +144,54 @@ void Messenger::Impl::release_slot(Connection& c) {
     const NodeId peer = slot_waiters_.front();
     slot_waiters_.pop_front();
     Session* s = find_session(peer);
-    if (s == nullptr || s->state != Session::State::queued) continue;
-    s->state = Session::State::idle;
+    if (s == nullptr || s->state() != Session::State::queued) continue;
+    enter(*s, Session::State::idle);
     want_connection(*s);
   }
 }
 
+void Messenger::Impl::enter(Session& s, Session::State to) {
+  const Session::State from = s.state();
+  if (!s.to(to)) illegal_transition("session", s.peer, state_name(from), state_name(to));
+}
+
+void Messenger::Impl::enter(Connection& c, Connection::State to) {
+  const Connection::State from = c.state();
+  if (!c.to(to)) illegal_transition("connection", c.id, state_name(from), state_name(to));
+}
+
+void Messenger::Impl::begin_attempt(Session& s, ConnId id) {
+  const Session::State from = s.state();
+  if (!s.begin_attempt(id)) {
+    illegal_transition("session", s.peer, state_name(from), "connecting or probing");
+  }
+}
+
+void Messenger::Impl::end_attempt(Session& s) {
+  if (!s.end_attempt()) illegal_transition("session", s.peer, "probing", "open");
+}
+
+void Messenger::Impl::illegal_transition(const char* what, std::uint64_t who, const char* from,
+                                         const char* to) {
+  counters_.counter("msg.illegal_transitions").add_owned();
+  RMSG_LOG(warn, "msg: node %llx: %s %llx: illegal transition %s -> %s refused",
+           static_cast<unsigned long long>(options_.node_id), what,
+           static_cast<unsigned long long>(who), from, to);
+}
+
 void Messenger::Impl::attempt_failed(Session& s, std::error_code why) {
   if (failover_attempt_failed(s, why)) return;
-  s.outbound = 0;
+  end_attempt(s);
   counters_.counter("msg.connect_failures").add_owned();
   emit(SessionEvent{SessionEvent::Kind::failed, s.peer, why, {}, {}});
-  if (s.state == Session::State::connecting) {
+  if (s.state() == Session::State::connecting) {
     schedule_attempt(s, s.backoff.next(loop_.random()));
   }
 }
 
 void Messenger::Impl::connection_lost(Session& s, std::error_code why) {
   s.conn = 0;
-  s.state = Session::State::idle;
+  enter(s, Session::State::idle);
   note_unconnected(s);
   counters_.counter("msg.disconnects").add_owned();
   if (shutting_down_) return;

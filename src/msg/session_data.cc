@@ -49,7 +49,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
         return;
       }
       const auto p = f.segment(0);
-      queue_control(c, FrameType::keepalive_ack, p.size() >= 8 ? p.first(8) : p);
+      c.queue_control(FrameType::keepalive_ack, p.size() >= 8 ? p.first(8) : p);
       flush(c);
       return;
     }
@@ -120,7 +120,7 @@ void Messenger::Impl::sweep_writable() {
 
 void Messenger::Impl::pump(Session& s) {
   Connection* c = s.conn != 0 ? find_connection(s.conn) : nullptr;
-  if (c == nullptr || c->state != Connection::State::open) return;
+  if (c == nullptr || c->state() != Connection::State::open) return;
   bool wrote = false;
   bool drained = false;  // next() had nothing (more) to write
   while (c->pending_bytes() < options_.write_buffer) {
@@ -135,7 +135,7 @@ void Messenger::Impl::pump(Session& s) {
     }
     const msg::MessageHeader header{m->seq, s.in.in_seq(), msg::message_flags(m->lane, m->more),
                                     m->service};
-    if (!queue_message(*c, header, m->bytes)) break;
+    if (!c->queue_message(header, m->bytes)) break;
     if (m->first && m->replay) hot_.replayed.add_owned();
     if (m->first) hot_.sent.add_owned();
     if (m->more || !m->first) counters_.counter("msg.fragments").add_owned();
@@ -176,7 +176,7 @@ void Messenger::Impl::pump_after_ack(Session& s) {
 
 void Messenger::Impl::send_ack(Connection& c, Session& s) {
   const auto v = msg::encode(msg::Value64{s.in.in_seq()});
-  queue_control(c, FrameType::ack, v);
+  c.queue_control(FrameType::ack, v);
   s.in.note_ack_sent();
   counters_.counter("msg.acks_sent").add_owned();
   flush(c);
@@ -243,7 +243,7 @@ void Messenger::Impl::keepalive_tick(ConnId id) {
   if (ka > Duration::zero() && now - c->last_tx >= ka && c->pending_bytes() == 0) {
     const auto stamp =
         msg::encode(msg::Value64{static_cast<std::uint64_t>(now.time_since_epoch().count())});
-    queue_control(*c, FrameType::keepalive, stamp);
+    c->queue_control(FrameType::keepalive, stamp);
     counters_.counter("msg.keepalives_sent").add_owned();
     c->last_tx = now;  // the keepalive itself: the next is due a full interval from now
     flush(*c);         // may fail and remove the connection

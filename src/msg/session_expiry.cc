@@ -15,10 +15,7 @@
 namespace rmsg {
 
 void Messenger::Impl::note_unconnected(Session& s) {
-  if (s.unconnected || shutting_down_) return;
-  s.unconnected = true;
-  s.unconnected_since = loop_.now();
-  s.unconnected_pos = unconnected_.insert(unconnected_.end(), s.peer);
+  if (shutting_down_ || !s.note_unconnected(loop_.now(), unconnected_)) return;
   if (expiry_timer_ == 0 && options_.session_expiry > Duration::zero()) {
     std::weak_ptr<Impl> weak = weak_from_this();
     expiry_timer_ = loop_.add_timer(options_.session_expiry, [weak] {
@@ -31,9 +28,7 @@ void Messenger::Impl::note_unconnected(Session& s) {
 }
 
 void Messenger::Impl::note_connected(Session& s) {
-  if (!s.unconnected) return;
-  s.unconnected = false;
-  unconnected_.erase(s.unconnected_pos);
+  s.note_connected(unconnected_);
 }
 
 void Messenger::Impl::expiry_due() {
@@ -44,14 +39,15 @@ void Messenger::Impl::expiry_due() {
   for (const NodeId peer : unconnected_) {
     const Session* s = find_session(peer);
     if (s == nullptr) continue;
-    if (s->unconnected_since + options_.session_expiry > now) {
+    if (s->unconnected_since() + options_.session_expiry > now) {
       std::weak_ptr<Impl> weak = weak_from_this();
-      expiry_timer_ = loop_.add_timer(s->unconnected_since + options_.session_expiry - now, [weak] {
-        if (auto self = weak.lock()) {
-          self->expiry_timer_ = 0;
-          self->expiry_due();
-        }
-      });
+      expiry_timer_ =
+          loop_.add_timer(s->unconnected_since() + options_.session_expiry - now, [weak] {
+            if (auto self = weak.lock()) {
+              self->expiry_timer_ = 0;
+              self->expiry_due();
+            }
+          });
       break;
     }
     due.push_back(peer);
@@ -78,7 +74,7 @@ void Messenger::Impl::erase_session(NodeId peer) {
   note_connected(*s);  // off the list
   if (s->fo.probe_timer != 0) loop_.cancel_timer(s->fo.probe_timer);
   if (s->conn != 0) drop(s->conn, false);
-  if (s->outbound != 0) drop(s->outbound, false);
+  if (s->outbound() != 0) drop(s->outbound(), false);
   if (s->timer != 0) loop_.cancel_timer(s->timer);
   if (s->paused) --paused_sessions_;
   if (session_cache_peer_ == peer) {
@@ -98,7 +94,7 @@ bool Messenger::Impl::room_for_session() {
   for (const NodeId peer : unconnected_) {
     if (peers_.contains(peer) || routes_.contains(peer)) continue;
     Session* s = find_session(peer);
-    if (s == nullptr || s->outbound != 0) continue;
+    if (s == nullptr || s->outbound() != 0) continue;
     counters_.counter("msg.sessions_evicted").add_owned();
     expire(*s);
     return true;

@@ -38,7 +38,7 @@ const ConnectionParams& Messenger::Impl::attempt_params(Session& s, Connection& 
     s.fo.attempt = p.transport;
     return p;
   }
-  const bool probe = s.state == Session::State::open;
+  const bool probe = s.state() == Session::State::probing;
   const Transport t = probe ? Transport::rdma : msg::next_transport(it->second.policy, s.fo);
   if (probe) s.fo.probe = c.id;
   c.transport = t;
@@ -50,10 +50,10 @@ bool Messenger::Impl::failover_on_loss(Session& s, std::error_code why) {
   s.fo.cause = why;
   if (s.fo.probe_timer != 0) loop_.cancel_timer(s.fo.probe_timer);
   s.fo.probe_timer = 0;
-  if (s.outbound != 0) {
+  if (s.outbound() != 0) {
     // A probe is under way: it is the reconnect now (its hello asked for what we have).
     s.fo.probe = 0;
-    s.state = Session::State::connecting;
+    enter(s, Session::State::connecting);
     return true;
   }
   if (transport_policy(s) != TransportPolicy::rdma_preferred || s.fo.current != Transport::rdma ||
@@ -66,17 +66,17 @@ bool Messenger::Impl::failover_on_loss(Session& s, std::error_code why) {
 }
 
 bool Messenger::Impl::failover_attempt_failed(Session& s, std::error_code why) {
-  if (s.fo.probe != 0 && s.fo.probe == s.outbound) {
-    s.outbound = 0;
+  if (s.fo.probe != 0 && s.fo.probe == s.outbound()) {
+    end_attempt(s);
     s.fo.probe = 0;
     counters_.counter("msg.probe_failures").add_owned();
     RMSG_LOG(debug, "msg: node %llx: RDMA probe to %llx failed: %s",
              static_cast<unsigned long long>(options_.node_id),
              static_cast<unsigned long long>(s.peer), why.message().c_str());
-    if (s.state == Session::State::open) arm_probe(s);
+    if (s.state() == Session::State::open) arm_probe(s);
     return true;
   }
-  if (s.state != Session::State::connecting ||
+  if (s.state() != Session::State::connecting ||
       transport_policy(s) != TransportPolicy::rdma_preferred) {
     return false;
   }
@@ -85,7 +85,7 @@ bool Messenger::Impl::failover_attempt_failed(Session& s, std::error_code why) {
     return false;
   }
   // RDMA could not be set up: TCP at once.
-  s.outbound = 0;
+  end_attempt(s);
   s.fo.on_tcp = true;
   s.fo.cause = why;
   counters_.counter("msg.connect_failures").add_owned();
@@ -97,7 +97,7 @@ bool Messenger::Impl::failover_attempt_failed(Session& s, std::error_code why) {
 bool Messenger::Impl::probe_gave_way(Session& s) {
   if (s.fo.probe == 0) return false;
   s.fo.probe = 0;  // the peer's own attempt is on its way to us
-  if (s.state == Session::State::open) arm_probe(s);
+  if (s.state() == Session::State::open) arm_probe(s);
   return true;
 }
 
@@ -148,11 +148,11 @@ void Messenger::Impl::probe_due(NodeId peer) {
   Session* s = find_session(peer);
   if (s == nullptr) return;
   s->fo.probe_timer = 0;
-  if (shutting_down_ || s->state != Session::State::open || !routes_.contains(peer) ||
+  if (shutting_down_ || !s->connected() || !routes_.contains(peer) ||
       !msg::wants_probe(transport_policy(*s), s->fo)) {
     return;
   }
-  if (handshakes_ >= options_.max_handshakes || s->outbound != 0) {
+  if (handshakes_ >= options_.max_handshakes || s->outbound() != 0) {
     arm_probe(*s);  // no slot (or an attempt under way) now: later, as if this one failed
     return;
   }
@@ -168,11 +168,8 @@ void Messenger::Impl::probe_due(NodeId peer) {
 void Messenger::Impl::retire(ConnId id) {
   Connection* c = find_connection(id);
   if (c == nullptr) return;
-  c->state = Connection::State::retired;
-  for (TimerId* t : {&c->ack_timer, &c->keepalive, &c->deadline}) {
-    if (*t != 0) loop_.cancel_timer(*t);
-    *t = 0;
-  }
+  enter(*c, Connection::State::retired);
+  c->cancel_timers(loop_);
   std::weak_ptr<Impl> weak = weak_from_this();
   c->deadline = loop_.add_timer(options_.handshake_timeout, [weak, id] {
     if (auto self = weak.lock()) {

@@ -65,18 +65,18 @@ void Messenger::Impl::handshake_done(Connection& c) {
 }
 
 void Messenger::Impl::begin_handshake(Connection& c) {
-  c.state = Connection::State::handshake;
+  enter(c, Connection::State::handshake);
   // borrow: consume() handles each frame before the bytes it read change (connection_io.cc),
   // so a small frame is not copied out of the read buffer.
   c.decoder.emplace(
       msg::DecoderOptions{.local = msg::Banner{}, .limits = frame_limits_, .borrow = true});
   const auto banner = msg::encode_banner(msg::Banner{});
-  c.out.insert(c.out.end(), banner.begin(), banner.end());
+  c.queue_bytes(banner);
   const ConnId id = c.id;
   watch(c);
   if (c.role == Connection::Role::outbound) {
     Session* s = find_session(c.peer);
-    if (s == nullptr || s->outbound != id) {
+    if (s == nullptr || s->outbound() != id) {
       drop(id, false);
       return;
     }
@@ -97,8 +97,8 @@ void Messenger::Impl::send_hello(Connection& c, Session& s) {
                .flags = s.policy == SessionPolicy::lossy ? msg::kFlagLossy : 0};
   c.attempt_cs = h.connect_seq;
   const auto bytes = msg::encode(h);
-  queue_control(c, s.peer_cookie != 0 ? FrameType::session_reconnect : FrameType::client_ident,
-                bytes);
+  c.queue_control(s.peer_cookie != 0 ? FrameType::session_reconnect : FrameType::client_ident,
+                  bytes);
   flush(c);
 }
 
@@ -117,7 +117,7 @@ void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
     return;
   }
   Session* s = find_session(c.peer);
-  if (s == nullptr || s->outbound != id) return drop(id, false);
+  if (s == nullptr || s->outbound() != id) return drop(id, false);
   msg::AttemptNumbers n{c.peer, s->peer_cookie, s->connect_seq, global_seq_, c.attempt_cs};
   const msg::Reaction r = msg::react(f.type(), payload, n);
   s->connect_seq = n.connect_seq;
@@ -139,7 +139,7 @@ void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
     case K::give_way:
       // The peer's attempt wins; ours closes and the fallback waits the longest backoff.
       counters_.counter("msg.handshake.wait").add_owned();
-      s->outbound = 0;
+      end_attempt(*s);
       drop(id, true);
       if (probe_gave_way(*s)) return;
       schedule_attempt(*s, s->backoff.longest(loop_.random()));
@@ -160,7 +160,7 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   const ConnId id = c.id;
   if (h.target != 0 && h.target != options_.node_id) {
     const auto reason = msg::encode(msg::Reason{msg::CloseReason::wrong_node});
-    queue_control(c, FrameType::close, reason);
+    c.queue_control(FrameType::close, reason);
     flush(c);
     count_error(make_error_code(MessengerErrc::wrong_node));
     drop(id, true);
@@ -181,7 +181,7 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   Session* s = find_session(h.node);
   msg::SessionView v;
   if (s != nullptr) {
-    Connection* out = s->outbound != 0 ? find_connection(s->outbound) : nullptr;
+    Connection* out = s->outbound() != 0 ? find_connection(s->outbound()) : nullptr;
     v = {.exists = true,
          .my_cookie = s->my_cookie,
          .peer_cookie = s->peer_cookie,
@@ -216,27 +216,27 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
     case K::reset: {
       counters_.counter("msg.decisions.reset").add_owned();
       const auto r = msg::encode(msg::Reason{msg::CloseReason::unknown_session});
-      queue_control(c, FrameType::session_reset, r);
+      c.queue_control(FrameType::session_reset, r);
       break;
     }
     case K::retry: {
       counters_.counter("msg.decisions.retry").add_owned();
       s->peer_global_seq = msg::seq_max(s->peer_global_seq, h.global_seq);
       const auto r = msg::encode(msg::Value64{d.value});
-      queue_control(c, FrameType::session_retry, r);
+      c.queue_control(FrameType::session_retry, r);
       break;
     }
     case K::retry_global: {
       counters_.counter("msg.decisions.retry_global").add_owned();
       const auto r = msg::encode(msg::Value64{d.value});
-      queue_control(c, FrameType::session_retry_global, r);
+      c.queue_control(FrameType::session_retry_global, r);
       break;
     }
     case K::wait: {
       counters_.counter("msg.decisions.wait").add_owned();
       s->peer_global_seq = msg::seq_max(s->peer_global_seq, h.global_seq);
       const auto r = msg::encode(msg::Value64{d.value});
-      queue_control(c, FrameType::wait, r);
+      c.queue_control(FrameType::wait, r);
       break;
     }
   }
@@ -253,9 +253,9 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
     reset_session(s, make_error_code(MessengerErrc::peer_restarted), true);
   }
   if (d.drop_outbound) counters_.counter("msg.decisions.race_lost").add_owned();
-  if (s.outbound != 0 && (d.drop_outbound || d.reset_local)) {
-    drop(s.outbound, false);
-    s.outbound = 0;
+  if (s.outbound() != 0 && (d.drop_outbound || d.reset_local)) {
+    drop(s.outbound(), false);
+    end_attempt(s);
   }
   if (s.conn != 0 && s.conn != c.id) {
     counters_.counter("msg.replaced").add_owned();
@@ -277,8 +277,8 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
                        .msg_seq = s.in.in_seq(),
                        .flags = s.policy == SessionPolicy::lossy ? msg::kFlagLossy : 0};
   const auto bytes = msg::encode(w);
-  queue_control(c, h.server_cookie == 0 ? FrameType::server_ident : FrameType::session_reconnect_ok,
-                bytes);
+  c.queue_control(h.server_cookie == 0 ? FrameType::server_ident : FrameType::session_reconnect_ok,
+                  bytes);
   open_session(c, s, h.msg_seq);
 }
 
@@ -299,11 +299,11 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   c.deadline = 0;
   release_slot(c);
   handshake_done(c);
-  c.state = Connection::State::open;
+  enter(c, Connection::State::open);
   start_keepalive(c);
-  if (s.outbound == c.id) s.outbound = 0;
+  if (s.outbound() == c.id) end_attempt(s);
   s.conn = c.id;
-  s.state = Session::State::open;
+  enter(s, Session::State::open);
   note_connected(s);
   s.ever_open = true;
   s.backoff.reset();

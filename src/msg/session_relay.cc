@@ -21,7 +21,7 @@ namespace rmsg {
 void Messenger::Impl::keep_transcript(ConnId id, std::span<const std::byte> in) {
   Connection* c = find_connection(id);
   if (c == nullptr || c->role != Connection::Role::inbound || c->peer != 0 ||
-      c->state != Connection::State::handshake) {
+      c->state() != Connection::State::handshake) {
     return;
   }
   // Past what a relay holds it is not kept whole: relay() then refuses.
@@ -40,8 +40,7 @@ bool Messenger::Impl::relay(Connection& c, NodeId peer) {
   msg::RelayEnds ends{c.stream.transport(), c.stream.local_address(), c.stream.peer_address()};
   const std::size_t skip = msg::encode_banner(msg::Banner{}).size();
   Stream far(std::make_unique<msg::RelayStream>(owner, channel, std::move(ends), skip));
-  std::vector<std::byte> pending(c.out.begin() + static_cast<std::ptrdiff_t>(c.out_off),
-                                 c.out.end());
+  std::vector<std::byte> pending(c.unwritten().begin(), c.unwritten().end());
   Stream real = std::move(c.stream);
   const ConnId id = c.id;
   const Transport transport = c.transport;

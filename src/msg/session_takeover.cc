@@ -25,7 +25,7 @@ using msg::FrameType;
 bool Messenger::Impl::hold_for_probe(Connection& c, Session& s, const msg::Hello& h,
                                      bool reconnect) {
   Connection* old = s.conn != 0 ? find_connection(s.conn) : nullptr;
-  if (old == nullptr || old->state != Connection::State::open || old->id == c.id) return false;
+  if (old == nullptr || old->state() != Connection::State::open || old->id == c.id) return false;
   if (old->probe_for != 0) {
     counters_.counter("msg.takeover.busy").add_owned();
     drop(c.id, false);
@@ -45,7 +45,7 @@ bool Messenger::Impl::hold_for_probe(Connection& c, Session& s, const msg::Hello
     self->fail(old_id, make_error_code(MessengerErrc::idle_timeout));  // half-open
   });
   const auto stamp = msg::encode(msg::Value64{old->probe_stamp});
-  queue_control(*old, FrameType::keepalive, stamp);
+  old->queue_control(FrameType::keepalive, stamp);
   flush(*old);  // may fail it at once (a reset connection): then the hello goes on
   return true;
 }
@@ -65,7 +65,7 @@ void Messenger::Impl::probe_answered(Connection& old, std::uint64_t stamp) {
   Connection* c = find_connection(held);
   if (c == nullptr) return;
   const auto reason = msg::encode(msg::Reason{msg::CloseReason::duplicate_node});
-  queue_control(*c, FrameType::close, reason);
+  c->queue_control(FrameType::close, reason);
   flush(*c);
   count_error(make_error_code(MessengerErrc::duplicate_node));
   drop(held, true);

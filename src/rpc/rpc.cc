@@ -75,9 +75,7 @@ void RpcEndpoint::Impl::close() {
   fail_calls(0, make_error_code(RpcErrc::shutting_down));
   if (deadline_timer_ != 0) loop_.cancel_timer(deadline_timer_);
   deadline_timer_ = 0;
-  if (drain_timer_ != 0) loop_.cancel_timer(drain_timer_);
-  drain_timer_ = 0;
-  draining_ = false;
+  drainer_.abandon();
   drain_done_ = {};
   // Their answers, from any thread, find the shard closed and are dropped.
   for (auto& [key, p] : pending_) {

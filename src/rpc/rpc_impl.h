@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "loop/loop_thread.h"
+#include "msg/drainer.h"
 #include "msg/messenger_port.h"
 #include "rmsg/rpc.h"
 #include "rpc/rpc_call_states.h"
@@ -210,11 +211,7 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   // rpc_drain.cc: the graceful shutdown.
   void drain(Clock::time_point deadline, std::function<void()> done);
   // After a call completed or a responder answered (the test whether a drain runs inline).
-  void check_drained() {
-    if (draining_) check_drained_slow();
-  }
-  void check_drained_slow();
-  void finish_drain();
+  void check_drained() { drainer_.check(); }
   void defer_done(std::function<void()> done);  // on a later turn, unless closed by then
 
   // The messenger lane of an RPC message of `size` bytes: priority when it fits in one
@@ -358,10 +355,8 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   NodeId peer_cache_id_ = 0;
   PeerCounters* peer_cache_ = nullptr;
   std::atomic<bool> shut_{false};
-  bool calls_failed_ = false;  // every call failed for good (shutdown, a drain's end, close)
-  bool draining_ = false;
-  bool drain_check_queued_ = false;
-  TimerId drain_timer_ = 0;
+  bool calls_failed_ = false;    // every call failed for good (shutdown, a drain's end, close)
+  msg::Drainer drainer_{loop_};  // drain(): waiting for calls and responders
   std::function<void()> drain_done_;
 };
 
