@@ -121,7 +121,7 @@ rmsg_layer(session USES base loop wire                           HEADERS messeng
 rmsg_layer(msg     USES base loop stream tcp cm wire session     HEADERS messenger.h rpc.h)
 # The socket shim is its own library, librmsg-socket, plus the preload module
 # (docs/socket-shim.md); only its RDMA upgrade engine (upgrade_*.cc) uses the layers below.
-rmsg_layer(posix   USES base loop stream rdma                    HEADERS socket.h OWN_LIBRARY)
+rmsg_layer(posix   USES base loop stream verbs rdmacm rdma       HEADERS socket.h OWN_LIBRARY)
 
 # Every public header belongs to one layer.
 file(GLOB rmsg_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/rmsg

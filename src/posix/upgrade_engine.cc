@@ -19,12 +19,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "posix/upgrade.h"
 #include "posix/upgrade_conn.h"
 #include "posix/upgrade_wire.h"
+#include "rdma/rdma_connect.h"
 #include "rmsg/address.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/rdma.h"
@@ -59,11 +62,30 @@ struct Engine {
   std::map<Key, UpgradeConn*> acceptors;  // accepted connections still open, by 4-tuple
   std::list<Listener> listeners;          // loop thread
   std::list<Stream> offers;               // loop thread: accepted streams before their OFFER
-  // Connections the program closed whose bytes are still going out: exit waits for them
-  // (bounded), as the kernel sends a closed TCP socket's bytes after the process is gone.
+  std::set<UpgradeConn*> conns;           // every connection not yet freed (map_mu)
+  // Exit waits (bounded) until the peers have every byte: for the connections the program
+  // closed to hand their bytes and FIN to their stream (`draining`), and for every stream
+  // to be torn down (`live_streams`: a graceful close ends when the peer's transport
+  // acknowledged the FIN, after every byte), as the kernel delivers a closed TCP socket's
+  // bytes after the process is gone.
   std::mutex drain_mu;
   std::condition_variable drained;
   int draining = 0;
+  int live_streams = 0;
+  std::atomic<bool> exiting{false};  // past exit(): connections are finished, never freed
+};
+
+// How long exit() waits for the peers to acknowledge the last bytes, and how long a
+// closed connection's stream may wait for a peer that does not read (then it resets).
+constexpr std::chrono::seconds kExitWait{10};
+constexpr std::chrono::seconds kLingerTimeout{60};
+
+void at_exit();
+
+// Held by a stream until it is torn down (rdma::ResourceHooks::lease): once `counted`,
+// exit waits for it.
+struct StreamLease {
+  bool counted = false;
 };
 
 Engine* engine() {
@@ -86,18 +108,7 @@ Engine* engine() {
     en->loop = std::move(loop.value());
     en->pid = getpid();
     en->thread = std::thread([l = en->loop.get()] { (void)l->run(); });
-    // At exit the loop stops before the statics its streams use are destroyed (the
-    // engine itself is never freed: a connection may still point at it).
-    std::atexit([] {
-      Engine* me = engine();
-      if (me->pid != getpid() || !me->thread.joinable()) return;
-      {
-        std::unique_lock lock(me->drain_mu);
-        me->drained.wait_for(lock, std::chrono::seconds(5), [me] { return me->draining == 0; });
-      }
-      me->loop->stop();
-      me->thread.join();
-    });
+    std::atexit(at_exit);
     return en;
   }();
   return e;
@@ -108,7 +119,29 @@ RdmaOptions options() {
   o.retry_count = 6;  // bounded on rxe (rmsg/rdma.h)
   o.resolve_timeout = engine()->timeout / 2;
   o.connect_timeout = engine()->timeout / 2;
+  o.linger_timeout = kLingerTimeout;
   return o;
+}
+
+void count_stream(Engine* e, int delta) {
+  std::lock_guard lock(e->drain_mu);
+  e->live_streams += delta;
+  if (e->live_streams == 0) e->drained.notify_all();
+}
+
+std::shared_ptr<StreamLease> make_lease(bool counted) {
+  if (counted) count_stream(engine(), 1);
+  return std::shared_ptr<StreamLease>(new StreamLease{counted}, [](StreamLease* l) {
+    if (l->counted) count_stream(engine(), -1);
+    delete l;
+  });
+}
+
+// The resources of the shim's streams: rdma's own, plus the lease exit waits on.
+rdma::ResourceHooks stream_hooks(std::shared_ptr<StreamLease> lease) {
+  rdma::ResourceHooks h = rdma::default_resource_hooks();
+  h.lease = std::move(lease);
+  return h;
 }
 
 bool loopback(const sockaddr_in6& a) {
@@ -138,10 +171,13 @@ void free_conn(UpgradeConn* c) {
     --engine()->draining;
     engine()->drained.notify_all();
   }
-  if (c->acceptor) {
+  {
     std::lock_guard lock(engine()->map_mu);
-    auto it = engine()->acceptors.find(Key{text(c->local), text(c->peer)});
-    if (it != engine()->acceptors.end() && it->second == c) engine()->acceptors.erase(it);
+    engine()->conns.erase(c);
+    if (c->acceptor) {
+      auto it = engine()->acceptors.find(Key{text(c->local), text(c->peer)});
+      if (it != engine()->acceptors.end() && it->second == c) engine()->acceptors.erase(it);
+    }
   }
   if (c->nonce_timer != TimerId{}) engine()->loop->cancel_timer(c->nonce_timer);
   c->stream.on_readable({});
@@ -149,7 +185,8 @@ void free_conn(UpgradeConn* c) {
   c->stream = Stream();
   g_engine_real->close(c->tcp_fd);
   g_engine_real->close(c->event_fd);
-  delete c;
+  // Past exit() another program thread may still be inside a data call on it.
+  if (!engine()->exiting.load(std::memory_order_acquire)) delete c;
 }
 
 // The attempt failed before both directions cut over: the connection is exact TCP again.
@@ -402,30 +439,34 @@ void start_connect(UpgradeConn* c) {
   auto peer =
       SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&c->peer), sizeof c->peer);
   peer.set_port(static_cast<std::uint16_t>(peer.port() + engine()->port_offset));
-  rdma_connect(*engine()->loop, peer, options(), [c](Result<Stream> r) {
-    if (c->closing) {
-      if (r) r.value().close();
-      free_conn(c);
-      return;
-    }
-    if (!r) {
-      std::error_code e = r.error();
-      UPG_DEBUG("upgrade %p rdma connect: %s\n", static_cast<void*>(c), e.message().c_str());
-      Fallback why = Fallback::peer;
-      if (e == Errc::timeout || e == Errc::unreachable || e == Errc::route_error)
-        why = Fallback::timeout;
-      if (e == std::errc::no_such_device || e == std::errc::address_not_available ||
-          e == Errc::address_error) {
-        why = Fallback::no_device;
-      }
-      fail(*c, why);
-      return;
-    }
-    UPG_DEBUG("upgrade %p connected over rdma\n", static_cast<void*>(c));
-    c->stream = std::move(r.value());
-    c->stream.on_readable([c] { on_stream_readable(*c); });
-    hold_writes(*c);
-  });
+  auto lease = make_lease(false);
+  rdma::connect_with(
+      *engine()->loop, peer, options(), stream_hooks(lease), [c, lease](Result<Stream> r) {
+        if (c->closing) {
+          if (r) r.value().close();
+          free_conn(c);
+          return;
+        }
+        if (!r) {
+          std::error_code e = r.error();
+          UPG_DEBUG("upgrade %p rdma connect: %s\n", static_cast<void*>(c), e.message().c_str());
+          Fallback why = Fallback::peer;
+          if (e == Errc::timeout || e == Errc::unreachable || e == Errc::route_error)
+            why = Fallback::timeout;
+          if (e == std::errc::no_such_device || e == std::errc::address_not_available ||
+              e == Errc::address_error) {
+            why = Fallback::no_device;
+          }
+          fail(*c, why);
+          return;
+        }
+        UPG_DEBUG("upgrade %p connected over rdma\n", static_cast<void*>(c));
+        lease->counted = true;  // from here the connection's stream is closed by the shim
+        count_stream(engine(), 1);
+        c->stream = std::move(r.value());
+        c->stream.on_readable([c] { on_stream_readable(*c); });
+        hold_writes(*c);
+      });
 }
 
 // ---- acceptor -------------------------------------------------------------------------
@@ -596,7 +637,10 @@ void upgrade_listening(int fd, SocketObject& /*o*/) {
   // find the rdma_cm listener there.
   std::promise<void> up;
   e->loop->post([e, addr, &up] {
-    auto l = rdma_listen(*e->loop, addr, options(), [](Stream s) { on_accept(std::move(s)); });
+    rdma::ResourceHooks hooks = stream_hooks(nullptr);
+    hooks.admit = [] { return std::shared_ptr<void>(make_lease(true)); };
+    auto l = rdma::listen_with(*e->loop, addr, options(), std::move(hooks),
+                               [](Stream s) { on_accept(std::move(s)); });
     if (l) e->listeners.push_back(std::move(l.value()));
     up.set_value();
   });
@@ -635,6 +679,10 @@ void upgrade_established(int fd, SocketObject& o, bool acceptor) {
     return;
   }
   c->obj = &o;
+  {
+    std::lock_guard lock(e->map_mu);
+    e->conns.insert(c);
+  }
   // An acceptor whose peer never offers is a connection to a peer without the shim.
   o.fallback.store(acceptor ? Fallback::peer : Fallback::pending, std::memory_order_relaxed);
   c->result = acceptor ? Fallback::peer : Fallback::pending;
@@ -664,11 +712,14 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
       return;
     }
     bool unread = false;
+    bool wrote_rdma = false;
     {
       std::lock_guard lock(c.mu);
       unread = !c.rx.empty() && c.read_rdma;
+      // The connector writes over RDMA from the nonce on, before the CUTOVER comes.
+      wrote_rdma = c.wmode == WriteMode::rdma;
     }
-    if (unread || c.result != Fallback::none) {
+    if (unread || !wrote_rdma) {
       c.stream.close();  // abortive: unread bytes are a reset, as on TCP
       free_conn(&c);
       return;
@@ -676,6 +727,40 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
     flush(c);  // the rest of tx, then FIN and the graceful close
   });
 }
+
+namespace {
+
+// exit(): the connections the program still holds close as the kernel closes them (their
+// bytes and FIN, or a reset with unread bytes); then the process waits, bounded, until
+// every peer acknowledged what it was sent; then the loop stops, before the statics its
+// streams use are destroyed (the engine itself is never freed).
+void at_exit() {
+  Engine* e = engine();
+  if (e->pid != getpid() || !e->thread.joinable()) return;
+  std::vector<std::pair<UpgradeConn*, SocketObject*>> open;
+  {
+    std::lock_guard lock(e->map_mu);
+    for (UpgradeConn* c : e->conns) {
+      std::lock_guard cl(c->mu);
+      if (c->obj != nullptr) open.emplace_back(c, c->obj);
+    }
+  }
+  e->exiting.store(true, std::memory_order_release);
+  for (auto& [c, o] : open) upgrade_closed(*c, *o);
+  // Accepted streams whose OFFER never came carry no program byte.
+  e->loop->post([e] {
+    for (Stream& s : e->offers) s.close();
+    e->offers.clear();
+  });
+  {
+    std::unique_lock lock(e->drain_mu);
+    e->drained.wait_for(lock, kExitWait, [e] { return e->draining == 0 && e->live_streams == 0; });
+  }
+  e->loop->stop();
+  e->thread.join();
+}
+
+}  // namespace
 
 const RealCalls* g_engine_real = nullptr;
 
