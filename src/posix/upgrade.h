@@ -27,6 +27,10 @@ struct UpgradeHooks {
   // A managed connection at fd is established: accepted (acceptor) or connected. The
   // engine may set o.upgrade and o.fallback.
   void (*established)(int fd, SocketObject& o, bool acceptor);
+  // A non-blocking connect() at fd is under way (EINPROGRESS; o.peer is set): the engine
+  // takes the connection's data calls from now, so that the cut-over offset counts every
+  // byte, and attempts the upgrade once the kernel says it connected.
+  void (*connecting)(int fd, SocketObject& o);
   // Data calls on a connection with o.upgrade set: the C library's meaning and errno.
   ssize_t (*recv)(UpgradeConn& c, int fd, const iovec* iov, int n, int flags);
   ssize_t (*send)(UpgradeConn& c, int fd, const iovec* iov, int n, int flags);

@@ -76,6 +76,7 @@ struct UpgradeConn {
   bool cutover_in = false;  // connector: CUTOVER taken
   bool closing = false;     // the program closed: finish and free
   TimerId nonce_timer{};    // acceptor: the nonce's deadline
+  WatchId connect_watch{};  // connector: a non-blocking connect() not yet complete
 };
 
 // The eventfd: made readable on any change a reader may wait for; drained by a reader
@@ -100,6 +101,7 @@ struct UpgradeHooks;
 extern const UpgradeHooks kUpgradeHooks;
 void upgrade_listening(int fd, SocketObject& o);
 void upgrade_established(int fd, SocketObject& o, bool acceptor);
+void upgrade_connecting(int fd, SocketObject& o);
 void upgrade_closed(UpgradeConn& c, SocketObject& o);
 
 }  // namespace rmsg::posix

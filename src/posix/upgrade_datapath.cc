@@ -303,7 +303,8 @@ void drain_signal(UpgradeConn& c) {
 }
 
 const UpgradeHooks kUpgradeHooks{
-    &upgrade_listening, &upgrade_established, &up_recv,         &up_send,    &up_shutdown,
-    &up_readiness_fd,   &up_tcp_input_counts, &up_epoll_mirror, &up_closing, &upgrade_closed};
+    &upgrade_listening, &upgrade_established, &upgrade_connecting, &up_recv,
+    &up_send,           &up_shutdown,         &up_readiness_fd,    &up_tcp_input_counts,
+    &up_epoll_mirror,   &up_closing,          &upgrade_closed};
 
 }  // namespace rmsg::posix

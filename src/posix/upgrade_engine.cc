@@ -22,6 +22,7 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "posix/upgrade.h"
@@ -647,27 +648,35 @@ void upgrade_listening(int fd, SocketObject& /*o*/) {
   up.get_future().wait();
 }
 
-void upgrade_established(int fd, SocketObject& o, bool acceptor) {
+namespace {
+
+// The engine's state for the connection at fd, published in o.upgrade; null (o.fallback
+// says why) when it stays the kernel's alone. `connecting`: a non-blocking connect() is
+// under way, the peer is the address the program gave (o.peer).
+UpgradeConn* adopt_conn(int fd, SocketObject& o, bool acceptor, bool connecting) {
   Engine* e = engine();
   if (!engine_on(e)) {
     o.fallback.store(e->on ? Fallback::bypass : Fallback::policy, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
   auto* c = new UpgradeConn;
   c->acceptor = acceptor;
   c->started = Clock::now();
   socklen_t len = sizeof c->local;
   socklen_t plen = sizeof c->peer;
+  if (connecting) c->peer = o.peer;
   if (g_engine_real->getsockname(fd, reinterpret_cast<sockaddr*>(&c->local), &len) != 0 ||
-      g_engine_real->getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &plen) != 0) {
+      (!connecting &&
+       g_engine_real->getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &plen) != 0) ||
+      c->peer.sin6_family == 0) {
     delete c;
     o.fallback.store(Fallback::bypass, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
   if (loopback(c->peer)) {
     delete c;
     o.fallback.store(Fallback::loopback, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
   c->tcp_fd = g_engine_real->fcntl(fd, F_DUPFD_CLOEXEC, 100);
   c->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -676,7 +685,7 @@ void upgrade_established(int fd, SocketObject& o, bool acceptor) {
     if (c->event_fd >= 0) g_engine_real->close(c->event_fd);
     delete c;
     o.fallback.store(Fallback::busy, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
   c->obj = &o;
   {
@@ -691,7 +700,42 @@ void upgrade_established(int fd, SocketObject& o, bool acceptor) {
     e->acceptors[Key{text(c->local), text(c->peer)}] = c;
   }
   o.upgrade.store(c, std::memory_order_release);
-  if (!acceptor) e->loop->post([c] { start_connect(c); });
+  return c;
+}
+
+// A non-blocking connect: the attempt starts once the kernel's connect completed (the
+// socket writable and connected; getpeername, which leaves SO_ERROR to the program). One
+// that failed stays as it is until the program closes it.
+void await_connected(UpgradeConn* c) {
+  auto w = engine()->loop->watch(c->tcp_fd, kWritable, [c](std::uint32_t /*events*/) {
+    engine()->loop->unwatch(std::exchange(c->connect_watch, WatchId{}));
+    sockaddr_in6 peer{};
+    socklen_t len = sizeof peer;
+    if (g_engine_real->getpeername(c->tcp_fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+      std::lock_guard lock(c->mu);
+      set_result(*c, Fallback::peer);
+      return;
+    }
+    start_connect(c);
+  });
+  if (!w) {
+    std::lock_guard lock(c->mu);
+    set_result(*c, Fallback::busy);
+    return;
+  }
+  c->connect_watch = w.value();
+}
+
+}  // namespace
+
+void upgrade_established(int fd, SocketObject& o, bool acceptor) {
+  UpgradeConn* c = adopt_conn(fd, o, acceptor, false);
+  if (c != nullptr && !acceptor) engine()->loop->post([c] { start_connect(c); });
+}
+
+void upgrade_connecting(int fd, SocketObject& o) {
+  UpgradeConn* c = adopt_conn(fd, o, false, true);
+  if (c != nullptr) engine()->loop->post([c] { await_connected(c); });
 }
 
 void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
@@ -706,6 +750,10 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
   }
   engine()->loop->post([&c] {
     c.closing = true;
+    if (c.connect_watch != WatchId{}) {  // closed while the kernel was still connecting
+      engine()->loop->unwatch(std::exchange(c.connect_watch, WatchId{}));
+      set_result(c, Fallback::peer);
+    }
     if (!c.stream) {
       if (c.acceptor || c.offered || c.result != Fallback::pending) free_conn(&c);
       // else: the connect callback frees it
