@@ -57,8 +57,8 @@ struct UpgradeConn {
   std::uint64_t read_cap = kNoCap;  // TCP bytes the program may read (the cut-over offset)
   bool read_rdma = false;           // TCP is done: reads come from rx
   bool verify_nonce = false;        // acceptor: the nonce must follow at read_cap
-  upgrade_wire::Nonce nonce{};
-  std::string rx;  // RDMA bytes the program has not read
+  upgrade_wire::Nonce nonce{};      // the binding's nonce (acceptor: made; connector: received)
+  std::string rx;                   // RDMA bytes the program has not read
   bool rx_eof = false;
   int rx_error = 0;
   bool rx_paused = false;  // the loop stopped reading the stream: rx is full
@@ -70,13 +70,15 @@ struct UpgradeConn {
 
   // Loop thread only.
   Stream stream;
-  std::string records;      // record bytes read so far
-  bool offered = false;     // connector: OFFER sent
-  bool challenged = false;  // connector: CHALLENGE taken; acceptor: CHALLENGE sent
-  bool cutover_in = false;  // connector: CUTOVER taken
-  bool closing = false;     // the program closed: finish and free
-  TimerId nonce_timer{};    // acceptor: the nonce's deadline
-  WatchId connect_watch{};  // connector: a non-blocking connect() not yet complete
+  std::string records;        // record bytes read so far
+  bool offered = false;       // connector: OFFER sent
+  bool challenged = false;    // connector: CHALLENGE taken; acceptor: CHALLENGE sent
+  bool cutover_in = false;    // connector: CUTOVER taken
+  bool closing = false;       // the program closed: finish and free
+  WatchId verify_watch{};     // acceptor: at the offset, waiting for the nonce on TCP
+  std::size_t nonce_out = 0;  // connector: nonce bytes written into TCP
+  WatchId nonce_watch{};      // connector: waiting for TCP room for the rest of the nonce
+  WatchId connect_watch{};    // connector: a non-blocking connect() not yet complete
 };
 
 // The eventfd: made readable on any change a reader may wait for; drained by a reader
@@ -88,7 +90,13 @@ void drain_signal(UpgradeConn& c);
 void post_flush(UpgradeConn& c);                   // tx has bytes, or shut_wr was set
 void post_writers_left(UpgradeConn& c);            // tcp_writers reached 0 while hold_waiting
 void post_nonce_seen(UpgradeConn& c, bool match);  // acceptor: the nonce came (or did not)
-void post_resume_reading(UpgradeConn& c);          // rx drained below half
+void post_at_cap(UpgradeConn& c);                  // acceptor: the program read up to the offset
+
+// Acceptor at the cut-over offset, under mu: are the next TCP bytes the nonce? 1: they
+// were, consumed, reads now come from RDMA; 0: not all there yet; -1: they are not (or end
+// of stream): refused, the cap lifted, nothing consumed.
+int nonce_verdict(UpgradeConn& c);
+void post_resume_reading(UpgradeConn& c);  // rx drained below half
 
 // The C library's calls the engine makes on the connection's sockets and its eventfd:
 // never the shim's own entry points (in the preload those are the program's names, and a

@@ -102,18 +102,8 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
     std::uint64_t allowed = c.read_cap == kNoCap ? kNoCap : c.read_cap - c.tcp_in;
     if (allowed == 0) {
       if (c.verify_nonce) {
-        int v = check_nonce(c);
+        int v = nonce_verdict(c);
         if (v != 0) {
-          c.verify_nonce = false;
-          if (v > 0) {
-            c.read_rdma = true;
-          } else {
-            // Refused now, not when the loop gets to it: the program may ask at once.
-            c.read_cap = kNoCap;
-            c.result = Fallback::binding;
-            if (c.obj != nullptr)
-              c.obj->fallback.store(Fallback::binding, std::memory_order_relaxed);
-          }
           post_nonce_seen(c, v > 0);
           continue;
         }
@@ -149,6 +139,7 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
     if (r > 0) {
       if ((flags & MSG_PEEK) == 0) {
         c.tcp_in += static_cast<std::uint64_t>(r);
+        if (c.verify_nonce && c.tcp_in == c.read_cap) post_at_cap(c);
         if (c.obj != nullptr) {
           c.obj->bytes_in.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
           c.obj->on_rdma.store(false, std::memory_order_relaxed);
@@ -290,6 +281,22 @@ void up_closing(UpgradeConn& c, int fd) {
 }
 
 }  // namespace
+
+int nonce_verdict(UpgradeConn& c) {
+  int v = check_nonce(c);
+  if (v == 0) return 0;
+  c.verify_nonce = false;
+  if (v > 0) {
+    c.read_rdma = true;
+  } else {
+    // Refused now, not when the loop gets to it: the program may ask at once.
+    c.read_cap = kNoCap;
+    c.result = Fallback::binding;
+    if (c.obj != nullptr) c.obj->fallback.store(Fallback::binding, std::memory_order_relaxed);
+  }
+  signal_readers(c);
+  return v;
+}
 
 void signal_readers(UpgradeConn& c) {
   std::uint64_t one = 1;

@@ -57,7 +57,6 @@ struct Engine {
   std::thread thread;
   std::uint16_t port_offset = 0;
   std::chrono::milliseconds timeout{2000};
-  std::chrono::milliseconds nonce_deadline{2000};
   std::unique_ptr<EventLoop> loop;
   std::mutex map_mu;
   std::map<Key, UpgradeConn*> acceptors;  // accepted connections still open, by 4-tuple
@@ -166,6 +165,16 @@ void set_result(UpgradeConn& c, Fallback f) {
   if (c.obj != nullptr) c.obj->fallback.store(f, std::memory_order_relaxed);
 }
 
+void stop_nonce_watch(UpgradeConn& c) {
+  if (c.nonce_watch != WatchId{}) engine()->loop->unwatch(std::exchange(c.nonce_watch, WatchId{}));
+}
+
+void stop_verify_watch(UpgradeConn& c) {
+  if (c.verify_watch != WatchId{}) {
+    engine()->loop->unwatch(std::exchange(c.verify_watch, WatchId{}));
+  }
+}
+
 void free_conn(UpgradeConn* c) {
   if (c->closing) {
     std::lock_guard lock(engine()->drain_mu);
@@ -180,7 +189,8 @@ void free_conn(UpgradeConn* c) {
       if (it != engine()->acceptors.end() && it->second == c) engine()->acceptors.erase(it);
     }
   }
-  if (c->nonce_timer != TimerId{}) engine()->loop->cancel_timer(c->nonce_timer);
+  stop_verify_watch(*c);
+  stop_nonce_watch(*c);
   c->stream.on_readable({});
   c->stream.on_writable({});
   c->stream = Stream();
@@ -201,6 +211,8 @@ void fail(UpgradeConn& c, Fallback why) {
     c.verify_nonce = false;
     signal_readers(c);
   }
+  stop_nonce_watch(c);
+  stop_verify_watch(c);
   c.stream.on_readable({});
   c.stream.on_writable({});
   c.stream.close();
@@ -278,23 +290,43 @@ void hold_writes(UpgradeConn& c) {
 }
 
 // The connector writes the nonce into TCP at its offset: the proof that the RDMA peer is
-// the TCP peer (16 bytes fit any send buffer that is not full; a full one waits, bounded).
-bool write_nonce(UpgradeConn& c, const wire::Nonce& n) {
-  std::size_t done = 0;
-  auto deadline = Clock::now() + engine()->nonce_deadline;
-  while (done < n.size()) {
-    ssize_t w = g_engine_real->send(c.tcp_fd, n.data() + done, n.size() - done,
-                                    MSG_NOSIGNAL | MSG_DONTWAIT);
+// the TCP peer. Program writes are held meanwhile, so nothing can come between. A full
+// send buffer (the acceptor's program has not read up to the offset yet) is waited for on
+// the loop, without a deadline: the program's own write would have waited as long. Once
+// one byte of it is in TCP there is no way back to plain TCP (the peer would read a piece
+// of nonce as data); a TCP error ends the attempt (the program sees the error itself).
+void write_nonce(UpgradeConn& c) {
+  while (c.nonce_out < c.nonce.size()) {
+    ssize_t w = g_engine_real->send(c.tcp_fd, c.nonce.data() + c.nonce_out,
+                                    c.nonce.size() - c.nonce_out, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w > 0) {
-      done += static_cast<std::size_t>(w);
+      c.nonce_out += static_cast<std::size_t>(w);
       continue;
     }
-    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
-    if (Clock::now() > deadline) return false;
-    pollfd p{c.tcp_fd, POLLOUT, 0};
-    g_engine_real->poll(&p, 1, 50);
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (c.nonce_watch == WatchId{}) {
+        auto id =
+            engine()->loop->watch(c.tcp_fd, kWritable, [&c](std::uint32_t) { write_nonce(c); });
+        if (id) {
+          c.nonce_watch = id.value();
+          return;
+        }
+      } else {
+        return;
+      }
+    }
+    stop_nonce_watch(c);
+    fail(c, Fallback::timeout);
+    return;
   }
-  return true;
+  stop_nonce_watch(c);
+  std::unique_lock lock(c.mu);
+  c.wmode = WriteMode::rdma;
+  c.cv.notify_all();
+  bool pending = !c.tx.empty();
+  lock.unlock();
+  if (pending) flush(c);
+  on_stream_readable(c);  // a CUTOVER that came meanwhile
 }
 
 Fallback refusal(wire::Status s) {
@@ -324,17 +356,11 @@ bool connector_records(UpgradeConn& c) {
       return false;
     }
     c.challenged = true;
-    if (!write_nonce(c, ch->nonce)) {
-      fail(c, Fallback::timeout);
-      return false;
-    }
-    std::unique_lock lock(c.mu);
-    c.wmode = WriteMode::rdma;
-    c.cv.notify_all();
-    bool pending = !c.tx.empty();
-    lock.unlock();
-    if (pending) flush(c);
+    c.nonce = ch->nonce;
+    write_nonce(c);  // on to the CUTOVER once the nonce is in TCP
+    return false;
   }
+  if (c.nonce_out < c.nonce.size()) return false;
   if (!c.cutover_in) {
     if (c.records.size() < wire::kCutoverSize) return false;
     auto m = wire::decode_cutover(std::span<const std::uint8_t, wire::kCutoverSize>(
@@ -482,6 +508,27 @@ void refuse(Stream& s, wire::Status why) {
   s.close();
 }
 
+// The acceptor at the cut-over offset looks for the nonce itself, so that a program that
+// does not read (iperf3's sender, say) still cuts over. There is no deadline: the
+// connector may have written the nonce already, and refusing then would hand its bytes to
+// the program as data. A forger's request is refused when the TCP peer's next bytes are
+// not the nonce, or at end of stream; until then the cap stops nothing that exists.
+void verify_at_cap(UpgradeConn* c) {
+  if (c->verify_watch != WatchId{} || !c->stream) return;
+  auto w = engine()->loop->watch(c->tcp_fd, kReadable, [c](std::uint32_t) {
+    int v = 0;
+    {
+      std::lock_guard lock(c->mu);
+      v = c->verify_nonce ? nonce_verdict(*c) : 2;
+    }
+    if (v == 0) return;  // not all there yet
+    stop_verify_watch(*c);
+    if (v == 1) hold_writes(*c);
+    if (v == -1) fail(*c, Fallback::binding);
+  });
+  if (w) c->verify_watch = w.value();
+}
+
 void handle_offer(Stream s, const std::uint8_t* bytes) {
   UPG_DEBUG("upgrade: offer from %s\n", s.peer_address().c_str());
   auto offer =
@@ -527,15 +574,12 @@ void handle_offer(Stream s, const std::uint8_t* bytes) {
     return;
   }
   c->stream.on_readable([c] { on_stream_readable(*c); });
-  c->nonce_timer = engine()->loop->add_timer(engine()->nonce_deadline, [c] {
-    c->nonce_timer = TimerId{};
-    bool expired = false;
-    {
-      std::lock_guard l(c->mu);
-      expired = c->verify_nonce;
-    }
-    if (expired) fail(*c, Fallback::binding);
-  });
+  bool at_cap = false;
+  {
+    std::lock_guard l(c->mu);
+    at_cap = c->tcp_in == c->read_cap;
+  }
+  if (at_cap) verify_at_cap(c);
 }
 
 void on_accept(Stream s) {
@@ -602,12 +646,17 @@ void post_writers_left(UpgradeConn& c) {
 void post_nonce_seen(UpgradeConn& c, bool match) {
   engine()->loop->post([&c, match] {
     if (!c.stream) return;
+    stop_verify_watch(c);
     if (match) {
       hold_writes(c);
     } else {
       fail(c, Fallback::binding);
     }
   });
+}
+
+void post_at_cap(UpgradeConn& c) {
+  engine()->loop->post([&c] { verify_at_cap(&c); });
 }
 
 void post_resume_reading(UpgradeConn& c) {
@@ -642,7 +691,12 @@ void upgrade_listening(int fd, SocketObject& /*o*/) {
     hooks.admit = [] { return std::shared_ptr<void>(make_lease(true)); };
     auto l = rdma::listen_with(*e->loop, addr, options(), std::move(hooks),
                                [](Stream s) { on_accept(std::move(s)); });
-    if (l) e->listeners.push_back(std::move(l.value()));
+    if (l) {
+      e->listeners.push_back(std::move(l.value()));
+    } else {
+      UPG_DEBUG("upgrade: rdma listen on %s: %s\n", addr.to_string().c_str(),
+                l.error().message().c_str());
+    }
     up.set_value();
   });
   up.get_future().wait();
