@@ -280,6 +280,43 @@ TEST_F(ShimUpgrade, NonBlockingConnectAndSelectUpgradeAndSeeRdmaBytes) {
   EXPECT_EQ(view.rdma_bytes_in, up.size() - 1000);
 }
 
+// An acceptor whose program only writes once it read the first bytes (iperf3's reverse
+// mode: a cookie, then data one way) still cuts over: the engine looks for the nonce at
+// the offset itself.
+TEST_F(ShimUpgrade, AnAcceptorThatNeverReadsCutsOverItsWrites) {
+  int l = shim_listen();
+  auto down = pattern(2 << 20, 8);
+  std::atomic<bool> upgraded{false};
+  rmsg::posix::seams::UpgradeView view;
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    ASSERT_GE(c, 0);
+    unsigned char cookie[37];
+    EXPECT_EQ(rmsg_recv(c, cookie, sizeof cookie, MSG_WAITALL), 37);  // then it never reads
+    EXPECT_TRUE(write_all(c, down.data(), 1000));
+    while (!upgraded.load()) std::this_thread::yield();
+    EXPECT_TRUE(write_all(c, down.data() + 1000, down.size() - 1000));
+    EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+    view = upgrade_view(c);
+    rmsg_close(c);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  ASSERT_TRUE(write_all(c, down.data(), 37));  // as iperf3's cookie
+  EXPECT_TRUE(attempt_over(c));
+  upgraded = true;
+  auto got = read_to_eof(c);
+  server.join();
+  auto client_view = upgrade_view(c);
+  rmsg_close(c);
+  rmsg_close(l);
+  EXPECT_TRUE(got == down) << got.size();
+  EXPECT_EQ(client_view.fallback, "none");
+  EXPECT_EQ(view.fallback, "none");
+  EXPECT_GE(view.rdma_bytes_out, down.size() - 1000);
+  EXPECT_GE(client_view.rdma_bytes_in, down.size() - 1000);
+}
+
 TEST_F(ShimUpgrade, ClosingWithUnreadRdmaBytesResetsThePeer) {
   int l = shim_listen();
   std::atomic<bool> unread_there{false};
