@@ -74,35 +74,44 @@ int poll_upgraded(Runtime* rt, pollfd* fds, nfds_t nfds, Call call, bool* handle
   *handled = false;
   const UpgradeHooks* h = upgrade_hooks();
   if (rt == nullptr || h == nullptr || nfds > kMaxFolded) return 0;
-  pollfd all[2 * kMaxFolded];
+  pollfd all[3 * kMaxFolded];
   nfds_t at[kMaxFolded];  // the entry each extra one belongs to
+  UpgradeConn* conn[kMaxFolded];
   nfds_t extra = 0;
   for (nfds_t i = 0; i < nfds; ++i) {
-    all[i] = fds[i];
     SocketObject* o = rt->table.object(fds[i].fd);
     UpgradeConn* c = o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
     if (c == nullptr) continue;
     at[extra] = i;
-    all[nfds + extra++] = pollfd{h->readiness_fd(*c), static_cast<short>(POLLIN), 0};
-    // TCP input after the cut-over is not program data.
-    if (!h->tcp_input_counts(*c)) {
-      all[i].events = static_cast<short>(all[i].events & ~(POLLIN | POLLRDNORM));
-    }
+    conn[extra] = c;
+    ++extra;
   }
   if (extra == 0) return 0;
   *handled = true;
-  int rc = call(all, nfds + extra);
-  if (rc < 0) return rc;
-  for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = all[i].revents;
-  for (nfds_t k = 0; k < extra; ++k) {
-    if ((all[nfds + k].revents & POLLIN) != 0) {
-      pollfd& p = fds[at[k]];
-      p.revents = static_cast<short>(p.revents | (p.events & (POLLIN | POLLRDNORM)));
+  for (;;) {
+    for (nfds_t i = 0; i < nfds; ++i) all[i] = fds[i];
+    // What the TCP socket still answers for: input before the read side's cut-over,
+    // output before the write side's (after it, room in the send buffer).
+    for (nfds_t k = 0; k < extra; ++k) {
+      int in_fd = -1;
+      int out_fd = -1;
+      all[at[k]].events = h->poll_prepare(*conn[k], fds[at[k]].events, &in_fd, &out_fd);
+      all[nfds + 2 * k] = pollfd{in_fd, POLLIN, 0};
+      all[nfds + 2 * k + 1] = pollfd{out_fd, POLLIN, 0};
     }
+    int rc = call(all, nfds + 2 * extra);
+    if (rc < 0) return rc;
+    for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = all[i].revents;
+    for (nfds_t k = 0; k < extra; ++k) {
+      bool in = (all[nfds + 2 * k].revents & POLLIN) != 0;
+      bool out = (all[nfds + 2 * k + 1].revents & POLLIN) != 0;
+      fds[at[k]].revents = h->poll_result(*conn[k], fds[at[k]].events, all[at[k]].revents, in, out);
+    }
+    int ready = 0;
+    for (nfds_t i = 0; i < nfds; ++i) ready += fds[i].revents != 0 ? 1 : 0;
+    // A wake-up that carried nothing for the program (the eventfd drained): wait again.
+    if (ready > 0 || rc == 0) return ready;
   }
-  int ready = 0;
-  for (nfds_t i = 0; i < nfds; ++i) ready += fds[i].revents != 0 ? 1 : 0;
-  return ready;
 }
 
 bool is_upgraded(Runtime* rt, int fd) {

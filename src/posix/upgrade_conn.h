@@ -33,6 +33,7 @@ struct UpgradeConn {
   bool acceptor = false;
   int tcp_fd = -1;  // the engine's own duplicate of the kernel's socket
   int event_fd = -1;
+  int room_fd = -1;  // an eventfd made readable when room frees in tx for a poller
   sockaddr_in6 local{};
   sockaddr_in6 peer{};
   std::chrono::steady_clock::time_point started;
@@ -49,6 +50,7 @@ struct UpgradeConn {
   std::uint64_t tcp_out = 0;  // program bytes written into TCP
   std::string tx;             // program bytes for the RDMA stream
   bool flush_posted = false;
+  bool want_room = false;     // a poller waits for room in tx: signal when some frees
   bool shut_wr = false;       // the program shut its write side down
   bool write_failed = false;  // the RDMA stream failed or the peer reset: EPIPE
 

@@ -196,6 +196,7 @@ void free_conn(UpgradeConn* c) {
   c->stream = Stream();
   g_engine_real->close(c->tcp_fd);
   g_engine_real->close(c->event_fd);
+  g_engine_real->close(c->room_fd);
   // Past exit() another program thread may still be inside a data call on it.
   if (!engine()->exiting.load(std::memory_order_acquire)) delete c;
 }
@@ -447,6 +448,11 @@ void flush(UpgradeConn& c) {
       c.tx.erase(0, r.value());
     }
     c.cv.notify_all();
+    if (c.want_room && (c.tx.size() < kBufferCap || c.write_failed)) {
+      c.want_room = false;
+      std::uint64_t one = 1;
+      [[maybe_unused]] ssize_t w = g_engine_real->write(c.room_fd, &one, sizeof one);
+    }
   }
   if (!c.tx.empty()) {
     lock.unlock();
@@ -734,9 +740,11 @@ UpgradeConn* adopt_conn(int fd, SocketObject& o, bool acceptor, bool connecting)
   }
   c->tcp_fd = g_engine_real->fcntl(fd, F_DUPFD_CLOEXEC, 100);
   c->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (c->tcp_fd < 0 || c->event_fd < 0) {
+  c->room_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->tcp_fd < 0 || c->event_fd < 0 || c->room_fd < 0) {
     if (c->tcp_fd >= 0) g_engine_real->close(c->tcp_fd);
     if (c->event_fd >= 0) g_engine_real->close(c->event_fd);
+    if (c->room_fd >= 0) g_engine_real->close(c->room_fd);
     delete c;
     o.fallback.store(Fallback::busy, std::memory_order_relaxed);
     return nullptr;
