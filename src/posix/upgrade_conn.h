@@ -87,6 +87,9 @@ struct UpgradeConn {
 // that finds nothing (under mu).
 void signal_readers(UpgradeConn& c);
 void drain_signal(UpgradeConn& c);
+// room_fd: made readable (under mu) when a poller waits for room and the write side may
+// take bytes again: room freed in tx, the write side cut over or went back to TCP.
+void signal_room(UpgradeConn& c);
 
 // Loop-side entry points the data path posts to (upgrade_engine.cc).
 void post_flush(UpgradeConn& c);                   // tx has bytes, or shut_wr was set

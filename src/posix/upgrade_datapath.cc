@@ -352,6 +352,13 @@ void signal_readers(UpgradeConn& c) {
   c.cv.notify_all();
 }
 
+void signal_room(UpgradeConn& c) {
+  if (!c.want_room) return;
+  c.want_room = false;
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t w = g_engine_real->write(c.room_fd, &one, sizeof one);
+}
+
 void drain_signal(UpgradeConn& c) {
   std::uint64_t v = 0;
   [[maybe_unused]] ssize_t r = g_engine_real->read(c.event_fd, &v, sizeof v);

@@ -207,6 +207,7 @@ void fail(UpgradeConn& c, Fallback why) {
     std::lock_guard lock(c.mu);
     set_result(c, why);
     if (c.wmode == WriteMode::hold) c.wmode = WriteMode::tcp;
+    signal_room(c);
     c.hold_waiting = false;
     if (!c.read_rdma) c.read_cap = kNoCap;
     c.verify_nonce = false;
@@ -268,6 +269,7 @@ void send_cutover(UpgradeConn& c) {
   c.wmode = WriteMode::rdma;
   cut_over_done(c);
   c.cv.notify_all();
+  signal_room(c);
   bool pending = !c.tx.empty();
   lock.unlock();
   if (pending) flush(c);
@@ -324,6 +326,7 @@ void write_nonce(UpgradeConn& c) {
   std::unique_lock lock(c.mu);
   c.wmode = WriteMode::rdma;
   c.cv.notify_all();
+  signal_room(c);
   bool pending = !c.tx.empty();
   lock.unlock();
   if (pending) flush(c);
@@ -448,11 +451,7 @@ void flush(UpgradeConn& c) {
       c.tx.erase(0, r.value());
     }
     c.cv.notify_all();
-    if (c.want_room && (c.tx.size() < kBufferCap || c.write_failed)) {
-      c.want_room = false;
-      std::uint64_t one = 1;
-      [[maybe_unused]] ssize_t w = g_engine_real->write(c.room_fd, &one, sizeof one);
-    }
+    if (c.tx.size() < kBufferCap || c.write_failed) signal_room(c);
   }
   if (!c.tx.empty()) {
     lock.unlock();
@@ -777,6 +776,17 @@ void await_connected(UpgradeConn* c) {
       std::lock_guard lock(c->mu);
       set_result(*c, Fallback::peer);
       return;
+    }
+    {
+      // Connected: its stats line is due even if the data calls (the engine's, which do
+      // not settle the state as the TCP path's do) move no byte before the last close, by
+      // when the kernel may no longer name the peer.
+      std::lock_guard lock(c->mu);
+      SocketState connecting = SocketState::connecting;
+      if (c->obj != nullptr) {
+        c->obj->state.compare_exchange_strong(connecting, SocketState::connected,
+                                              std::memory_order_acq_rel);
+      }
     }
     start_connect(c);
   });

@@ -24,7 +24,7 @@ py=/usr/bin/python3
 dir=$(mktemp -d)
 export RMSG_UPGRADE=on
 failed=0
-secs=${RMSG_TWO_HOST_IPERF_SECONDS:-3}
+secs=${RMSG_TWO_HOST_IPERF_SECONDS:-6}
 
 fail() { echo "upgrade_two_host ($role): $*" >&2; failed=1; }
 
