@@ -122,7 +122,7 @@ rmsg_layer(msg     USES base loop stream cm wire session     HEADERS messenger.h
 rmsg_layer(rpc     USES base loop wire session msg                HEADERS rpc.h)
 # The socket shim is its own library, librmsg-socket, plus the preload module
 # (docs/socket-shim.md); only its RDMA upgrade engine (upgrade_*.cc) uses the layers below.
-rmsg_layer(posix   USES base loop stream rdma                    HEADERS socket.h OWN_LIBRARY)
+rmsg_layer(posix   USES base loop stream verbs rdmacm rdma       HEADERS socket.h OWN_LIBRARY)
 
 # Every public header belongs to one layer.
 file(GLOB rmsg_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/rmsg

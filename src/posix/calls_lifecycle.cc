@@ -116,12 +116,20 @@ int rmsg_connect(int fd, const sockaddr* addr, socklen_t len) {
   if (rc == 0) {
     remember_peer(*o, addr, len);
     o->state.store(SocketState::connected, std::memory_order_release);
-    if (const UpgradeHooks* h = upgrade_hooks()) h->established(fd, *o, false);
+    const UpgradeHooks* h = upgrade_hooks();
+    if (h != nullptr && o->upgrade.load(std::memory_order_acquire) == nullptr) {
+      h->established(fd, *o, false);
+    }
   } else if (errno == EINPROGRESS || errno == EINTR || errno == EALREADY) {
     // Completes in the kernel; readiness (POLLOUT, SO_ERROR) is the kernel's. Whether it
     // did is settled when bytes move or at the last close (settle_connect).
     remember_peer(*o, addr, len);
     o->state.store(SocketState::connecting, std::memory_order_release);
+    const UpgradeHooks* h = upgrade_hooks();
+    if (h != nullptr && errno != EALREADY &&
+        o->upgrade.load(std::memory_order_acquire) == nullptr) {
+      h->connecting(fd, *o);
+    }
   }
   errno = saved;
   return rc;

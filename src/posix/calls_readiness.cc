@@ -4,6 +4,8 @@
 // these calls pass through. epoll_create*/epoll_ctl also record which epoll sets watch which
 // managed descriptor, with what events and data (fd_table.h: why an upgrade needs that).
 #include <poll.h>
+#include <sys/select.h>
+#include <time.h>
 
 #include <cerrno>
 
@@ -72,35 +74,117 @@ int poll_upgraded(Runtime* rt, pollfd* fds, nfds_t nfds, Call call, bool* handle
   *handled = false;
   const UpgradeHooks* h = upgrade_hooks();
   if (rt == nullptr || h == nullptr || nfds > kMaxFolded) return 0;
-  pollfd all[2 * kMaxFolded];
+  pollfd all[3 * kMaxFolded];
   nfds_t at[kMaxFolded];  // the entry each extra one belongs to
+  UpgradeConn* conn[kMaxFolded];
   nfds_t extra = 0;
   for (nfds_t i = 0; i < nfds; ++i) {
-    all[i] = fds[i];
     SocketObject* o = rt->table.object(fds[i].fd);
     UpgradeConn* c = o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
     if (c == nullptr) continue;
     at[extra] = i;
-    all[nfds + extra++] = pollfd{h->readiness_fd(*c), static_cast<short>(POLLIN), 0};
-    // TCP input after the cut-over is not program data.
-    if (!h->tcp_input_counts(*c)) {
-      all[i].events = static_cast<short>(all[i].events & ~(POLLIN | POLLRDNORM));
-    }
+    conn[extra] = c;
+    ++extra;
   }
   if (extra == 0) return 0;
   *handled = true;
-  int rc = call(all, nfds + extra);
+  for (;;) {
+    for (nfds_t i = 0; i < nfds; ++i) all[i] = fds[i];
+    // What the TCP socket still answers for: input before the read side's cut-over,
+    // output before the write side's (after it, room in the send buffer).
+    for (nfds_t k = 0; k < extra; ++k) {
+      int in_fd = -1;
+      int out_fd = -1;
+      all[at[k]].events = h->poll_prepare(*conn[k], fds[at[k]].events, &in_fd, &out_fd);
+      all[nfds + 2 * k] = pollfd{in_fd, POLLIN, 0};
+      all[nfds + 2 * k + 1] = pollfd{out_fd, POLLIN, 0};
+    }
+    int rc = call(all, nfds + 2 * extra);
+    if (rc < 0) return rc;
+    for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = all[i].revents;
+    for (nfds_t k = 0; k < extra; ++k) {
+      bool in = (all[nfds + 2 * k].revents & POLLIN) != 0;
+      bool out = (all[nfds + 2 * k + 1].revents & POLLIN) != 0;
+      fds[at[k]].revents = h->poll_result(*conn[k], fds[at[k]].events, all[at[k]].revents, in, out);
+    }
+    int ready = 0;
+    for (nfds_t i = 0; i < nfds; ++i) ready += fds[i].revents != 0 ? 1 : 0;
+    // A wake-up that carried nothing for the program (the eventfd drained): wait again.
+    if (ready > 0 || rc == 0) return ready;
+  }
+}
+
+bool is_upgraded(Runtime* rt, int fd) {
+  SocketObject* o = rt->table.object(fd);
+  return o != nullptr && o->upgrade.load(std::memory_order_acquire) != nullptr;
+}
+
+// select and pselect with an upgraded connection in a set: the sets become a poll set (the
+// kernel's own mapping: readable is POLLIN, POLLHUP or POLLERR; writable POLLOUT or
+// POLLERR; exceptional POLLPRI) that poll_upgraded folds, then sets again. *handled false
+// when no upgraded connection is in the sets, or they name more than kMaxFolded numbers.
+int select_upgraded(Runtime* rt, int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* ts,
+                    const sigset_t* mask, bool* handled) {
+  *handled = false;
+  if (rt == nullptr || upgrade_hooks() == nullptr || nfds <= 0 || nfds > FD_SETSIZE) return 0;
+  pollfd p[kMaxFolded];
+  nfds_t n = 0;
+  bool any = false;
+  for (int fd = 0; fd < nfds; ++fd) {
+    short ev = 0;
+    if (r != nullptr && FD_ISSET(fd, r)) ev |= POLLIN;
+    if (w != nullptr && FD_ISSET(fd, w)) ev |= POLLOUT;
+    if (e != nullptr && FD_ISSET(fd, e)) ev |= POLLPRI;
+    if (ev == 0) continue;
+    if (n == kMaxFolded) return 0;
+    p[n++] = pollfd{fd, ev, 0};
+    any = any || is_upgraded(rt, fd);
+  }
+  if (!any) return 0;
+  *handled = true;
+  bool folded = false;
+  int rc = poll_upgraded(
+      rt, p, n, [&](pollfd* f, nfds_t k) { return g_real.ppoll(f, k, ts, mask); }, &folded);
   if (rc < 0) return rc;
-  for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = all[i].revents;
-  for (nfds_t k = 0; k < extra; ++k) {
-    if ((all[nfds + k].revents & POLLIN) != 0) {
-      pollfd& p = fds[at[k]];
-      p.revents = static_cast<short>(p.revents | (p.events & (POLLIN | POLLRDNORM)));
+  for (nfds_t i = 0; i < n; ++i) {
+    if ((p[i].revents & POLLNVAL) != 0) {
+      errno = EBADF;
+      return -1;
     }
   }
   int ready = 0;
-  for (nfds_t i = 0; i < nfds; ++i) ready += fds[i].revents != 0 ? 1 : 0;
+  for (nfds_t i = 0; i < n; ++i) {
+    int fd = p[i].fd;
+    short got = p[i].revents;
+    if (r != nullptr && FD_ISSET(fd, r)) {
+      if ((got & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        ++ready;
+      } else {
+        FD_CLR(fd, r);
+      }
+    }
+    if (w != nullptr && FD_ISSET(fd, w)) {
+      if ((got & (POLLOUT | POLLERR)) != 0) {
+        ++ready;
+      } else {
+        FD_CLR(fd, w);
+      }
+    }
+    if (e != nullptr && FD_ISSET(fd, e)) {
+      if ((got & POLLPRI) != 0) {
+        ++ready;
+      } else {
+        FD_CLR(fd, e);
+      }
+    }
+  }
   return ready;
+}
+
+timespec now_monotonic() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t;
 }
 
 }  // namespace
@@ -125,14 +209,34 @@ int rmsg_ppoll(pollfd* fds, nfds_t nfds, const timespec* timeout, const sigset_t
 }
 
 int rmsg_select(int nfds, fd_set* r, fd_set* w, fd_set* e, timeval* t) {
-  runtime();
-  return g_real.select(nfds, r, w, e, t);
+  Runtime* rt = runtime();
+  if (t != nullptr && (t->tv_sec < 0 || t->tv_usec < 0)) return g_real.select(nfds, r, w, e, t);
+  timespec ts{};
+  if (t != nullptr) ts = timespec{t->tv_sec, static_cast<long>(t->tv_usec) * 1000};
+  timespec start = t != nullptr ? now_monotonic() : timespec{};
+  bool handled = false;
+  int rc = select_upgraded(rt, nfds, r, w, e, t != nullptr ? &ts : nullptr, nullptr, &handled);
+  if (!handled) return g_real.select(nfds, r, w, e, t);
+  if (t != nullptr) {  // Linux's select leaves the time not slept in *t
+    int saved = errno;
+    timespec end = now_monotonic();
+    long long left_us =
+        (static_cast<long long>(t->tv_sec) * 1000000 + t->tv_usec) -
+        ((end.tv_sec - start.tv_sec) * 1000000LL + (end.tv_nsec - start.tv_nsec) / 1000);
+    if (left_us < 0 || rc == 0) left_us = 0;
+    t->tv_sec = static_cast<time_t>(left_us / 1000000);
+    t->tv_usec = static_cast<suseconds_t>(left_us % 1000000);
+    errno = saved;
+  }
+  return rc;
 }
 
 int rmsg_pselect(int nfds, fd_set* r, fd_set* w, fd_set* e, const timespec* t,
                  const sigset_t* mask) {
-  runtime();
-  return g_real.pselect(nfds, r, w, e, t, mask);
+  Runtime* rt = runtime();
+  bool handled = false;
+  int rc = select_upgraded(rt, nfds, r, w, e, t, mask, &handled);
+  return handled ? rc : g_real.pselect(nfds, r, w, e, t, mask);
 }
 
 int rmsg_epoll_create(int size) {

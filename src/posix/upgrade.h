@@ -27,15 +27,24 @@ struct UpgradeHooks {
   // A managed connection at fd is established: accepted (acceptor) or connected. The
   // engine may set o.upgrade and o.fallback.
   void (*established)(int fd, SocketObject& o, bool acceptor);
+  // A non-blocking connect() at fd is under way (EINPROGRESS; o.peer is set): the engine
+  // takes the connection's data calls from now, so that the cut-over offset counts every
+  // byte, and attempts the upgrade once the kernel says it connected.
+  void (*connecting)(int fd, SocketObject& o);
   // Data calls on a connection with o.upgrade set: the C library's meaning and errno.
   ssize_t (*recv)(UpgradeConn& c, int fd, const iovec* iov, int n, int flags);
   ssize_t (*send)(UpgradeConn& c, int fd, const iovec* iov, int n, int flags);
   int (*shutdown)(UpgradeConn& c, int fd, int how);
   // The engine's readiness descriptor of the connection (an eventfd: readable when RDMA
-  // bytes, end of stream or an error wait, or the state changed), and whether the TCP
-  // socket's own input readiness still means program bytes.
+  // bytes, end of stream or an error wait, or the state changed).
   int (*readiness_fd)(UpgradeConn& c);
-  bool (*tcp_input_counts)(UpgradeConn& c);
+  // poll/select on the connection: before the call, the events to ask of the TCP socket
+  // for the program's `events` (input no longer counts after the read side cut over,
+  // output after the write side did) and the engine's descriptors to watch beside it
+  // (-1: none): *in_fd for input, *out_fd for room in the send buffer. After it, the
+  // program's revents from the TCP socket's and which of the two were readable.
+  short (*poll_prepare)(UpgradeConn& c, short events, int* in_fd, int* out_fd);
+  short (*poll_result)(UpgradeConn& c, short events, short tcp_revents, bool in, bool out);
   // The program's epoll_ctl on the connection at fd succeeded: the engine applies the same
   // to its eventfd (same data, the input events), so that RDMA readiness reaches the set.
   void (*epoll_mirror)(UpgradeConn& c, int epfd, int op, const epoll_event* ev);

@@ -102,18 +102,8 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
     std::uint64_t allowed = c.read_cap == kNoCap ? kNoCap : c.read_cap - c.tcp_in;
     if (allowed == 0) {
       if (c.verify_nonce) {
-        int v = check_nonce(c);
+        int v = nonce_verdict(c);
         if (v != 0) {
-          c.verify_nonce = false;
-          if (v > 0) {
-            c.read_rdma = true;
-          } else {
-            // Refused now, not when the loop gets to it: the program may ask at once.
-            c.read_cap = kNoCap;
-            c.result = Fallback::binding;
-            if (c.obj != nullptr)
-              c.obj->fallback.store(Fallback::binding, std::memory_order_relaxed);
-          }
           post_nonce_seen(c, v > 0);
           continue;
         }
@@ -149,6 +139,7 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
     if (r > 0) {
       if ((flags & MSG_PEEK) == 0) {
         c.tcp_in += static_cast<std::uint64_t>(r);
+        if (c.verify_nonce && c.tcp_in == c.read_cap) post_at_cap(c);
         if (c.obj != nullptr) {
           c.obj->bytes_in.fetch_add(static_cast<std::uint64_t>(r), std::memory_order_relaxed);
           c.obj->on_rdma.store(false, std::memory_order_relaxed);
@@ -250,17 +241,65 @@ int up_readiness_fd(UpgradeConn& c) {
   return c.event_fd;
 }
 
-// Asked before each poll: the path switches here as in a read (a connector that read every
-// TCP byte before the cut-over), and the eventfd is set when RDMA bytes already wait (they
-// may have come while TCP was still the path, when nothing was signalled). TCP input
-// counts until the cut-over offset, and at it while the acceptor waits for the nonce.
-bool up_tcp_input_counts(UpgradeConn& c) {
+bool tcp_input_counts(const UpgradeConn& c) {
+  return !c.read_rdma && (c.read_cap == kNoCap || c.tcp_in < c.read_cap || c.verify_nonce);
+}
+
+// After the write side cut over, room in tx (or a failure a write reports at once).
+bool writable_now(const UpgradeConn& c) {
+  return c.wmode == WriteMode::rdma && (c.tx.size() < kBufferCap || c.write_failed || c.shut_wr);
+}
+
+constexpr short kIn = POLLIN | POLLRDNORM;
+constexpr short kOut = POLLOUT | POLLWRNORM;
+
+// Before each poll: the path switches here as in a read (a connector that read every TCP
+// byte before the cut-over), and the eventfd is set when the answer is known already (RDMA
+// bytes that came while TCP was still the path, when nothing was signalled; room in tx).
+// TCP input counts until the cut-over offset, and at it while the acceptor waits for the
+// nonce; TCP output until the write side left TCP.
+short up_poll_prepare(UpgradeConn& c, short events, int* in_fd, int* out_fd) {
   std::lock_guard lock(c.mu);
   if (!c.read_rdma && !c.acceptor && c.read_cap != kNoCap && c.tcp_in == c.read_cap) {
     c.read_rdma = true;
   }
+  short ask = events;
+  *in_fd = (events & kIn) != 0 ? c.event_fd : -1;
+  *out_fd = -1;
+  if (!tcp_input_counts(c)) ask = static_cast<short>(ask & ~kIn);
   if (readable_now(c)) signal_readers(c);
-  return !c.read_rdma && (c.read_cap == kNoCap || c.tcp_in < c.read_cap || c.verify_nonce);
+  if (c.wmode != WriteMode::tcp && (events & kOut) != 0) {
+    ask = static_cast<short>(ask & ~kOut);
+    *out_fd = c.room_fd;
+    std::uint64_t v = 1;
+    if (writable_now(c)) {
+      [[maybe_unused]] ssize_t w = g_engine_real->write(c.room_fd, &v, sizeof v);
+    } else {
+      [[maybe_unused]] ssize_t r = g_engine_real->read(c.room_fd, &v, sizeof v);
+      c.want_room = true;
+    }
+  }
+  return ask;
+}
+
+short up_poll_result(UpgradeConn& c, short events, short tcp_revents, bool in, bool /*out*/) {
+  std::lock_guard lock(c.mu);
+  short out = tcp_revents;
+  if (!tcp_input_counts(c)) {
+    out = static_cast<short>(out & ~kIn);
+    if (readable_now(c)) {
+      out = static_cast<short>(out | (events & kIn));
+    } else if (in) {
+      drain_signal(c);  // stale: nothing to read
+    }
+  } else if (in) {
+    out = static_cast<short>(out | (events & kIn));  // a change of state: the read decides
+  }
+  if (c.wmode != WriteMode::tcp) {
+    out = static_cast<short>(out & ~kOut);
+    if (writable_now(c)) out = static_cast<short>(out | (events & kOut));
+  }
+  return out;
 }
 
 void up_epoll_mirror(UpgradeConn& c, int epfd, int op, const epoll_event* ev) {
@@ -291,10 +330,33 @@ void up_closing(UpgradeConn& c, int fd) {
 
 }  // namespace
 
+int nonce_verdict(UpgradeConn& c) {
+  int v = check_nonce(c);
+  if (v == 0) return 0;
+  c.verify_nonce = false;
+  if (v > 0) {
+    c.read_rdma = true;
+  } else {
+    // Refused now, not when the loop gets to it: the program may ask at once.
+    c.read_cap = kNoCap;
+    c.result = Fallback::binding;
+    if (c.obj != nullptr) c.obj->fallback.store(Fallback::binding, std::memory_order_relaxed);
+  }
+  signal_readers(c);
+  return v;
+}
+
 void signal_readers(UpgradeConn& c) {
   std::uint64_t one = 1;
   [[maybe_unused]] ssize_t w = g_engine_real->write(c.event_fd, &one, sizeof one);
   c.cv.notify_all();
+}
+
+void signal_room(UpgradeConn& c) {
+  if (!c.want_room) return;
+  c.want_room = false;
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t w = g_engine_real->write(c.room_fd, &one, sizeof one);
 }
 
 void drain_signal(UpgradeConn& c) {
@@ -303,7 +365,8 @@ void drain_signal(UpgradeConn& c) {
 }
 
 const UpgradeHooks kUpgradeHooks{
-    &upgrade_listening, &upgrade_established, &up_recv,         &up_send,    &up_shutdown,
-    &up_readiness_fd,   &up_tcp_input_counts, &up_epoll_mirror, &up_closing, &upgrade_closed};
+    &upgrade_listening, &upgrade_established, &upgrade_connecting, &up_recv,
+    &up_send,           &up_shutdown,         &up_readiness_fd,    &up_poll_prepare,
+    &up_poll_result,    &up_epoll_mirror,     &up_closing,         &upgrade_closed};
 
 }  // namespace rmsg::posix

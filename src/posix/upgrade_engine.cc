@@ -19,12 +19,16 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "posix/upgrade.h"
 #include "posix/upgrade_conn.h"
 #include "posix/upgrade_wire.h"
+#include "rdma/rdma_connect.h"
 #include "rmsg/address.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/rdma.h"
@@ -53,17 +57,35 @@ struct Engine {
   std::thread thread;
   std::uint16_t port_offset = 0;
   std::chrono::milliseconds timeout{2000};
-  std::chrono::milliseconds nonce_deadline{2000};
   std::unique_ptr<EventLoop> loop;
   std::mutex map_mu;
   std::map<Key, UpgradeConn*> acceptors;  // accepted connections still open, by 4-tuple
   std::list<Listener> listeners;          // loop thread
   std::list<Stream> offers;               // loop thread: accepted streams before their OFFER
-  // Connections the program closed whose bytes are still going out: exit waits for them
-  // (bounded), as the kernel sends a closed TCP socket's bytes after the process is gone.
+  std::set<UpgradeConn*> conns;           // every connection not yet freed (map_mu)
+  // Exit waits (bounded) until the peers have every byte: for the connections the program
+  // closed to hand their bytes and FIN to their stream (`draining`), and for every stream
+  // to be torn down (`live_streams`: a graceful close ends when the peer's transport
+  // acknowledged the FIN, after every byte), as the kernel delivers a closed TCP socket's
+  // bytes after the process is gone.
   std::mutex drain_mu;
   std::condition_variable drained;
   int draining = 0;
+  int live_streams = 0;
+  std::atomic<bool> exiting{false};  // past exit(): connections are finished, never freed
+};
+
+// How long exit() waits for the peers to acknowledge the last bytes, and how long a
+// closed connection's stream may wait for a peer that does not read (then it resets).
+constexpr std::chrono::seconds kExitWait{10};
+constexpr std::chrono::seconds kLingerTimeout{60};
+
+void at_exit();
+
+// Held by a stream until it is torn down (rdma::ResourceHooks::lease): once `counted`,
+// exit waits for it.
+struct StreamLease {
+  bool counted = false;
 };
 
 Engine* engine() {
@@ -86,18 +108,7 @@ Engine* engine() {
     en->loop = std::move(loop.value());
     en->pid = getpid();
     en->thread = std::thread([l = en->loop.get()] { (void)l->run(); });
-    // At exit the loop stops before the statics its streams use are destroyed (the
-    // engine itself is never freed: a connection may still point at it).
-    std::atexit([] {
-      Engine* me = engine();
-      if (me->pid != getpid() || !me->thread.joinable()) return;
-      {
-        std::unique_lock lock(me->drain_mu);
-        me->drained.wait_for(lock, std::chrono::seconds(5), [me] { return me->draining == 0; });
-      }
-      me->loop->stop();
-      me->thread.join();
-    });
+    std::atexit(at_exit);
     return en;
   }();
   return e;
@@ -108,7 +119,29 @@ RdmaOptions options() {
   o.retry_count = 6;  // bounded on rxe (rmsg/rdma.h)
   o.resolve_timeout = engine()->timeout / 2;
   o.connect_timeout = engine()->timeout / 2;
+  o.linger_timeout = kLingerTimeout;
   return o;
+}
+
+void count_stream(Engine* e, int delta) {
+  std::lock_guard lock(e->drain_mu);
+  e->live_streams += delta;
+  if (e->live_streams == 0) e->drained.notify_all();
+}
+
+std::shared_ptr<StreamLease> make_lease(bool counted) {
+  if (counted) count_stream(engine(), 1);
+  return std::shared_ptr<StreamLease>(new StreamLease{counted}, [](StreamLease* l) {
+    if (l->counted) count_stream(engine(), -1);
+    delete l;
+  });
+}
+
+// The resources of the shim's streams: rdma's own, plus the lease exit waits on.
+rdma::ResourceHooks stream_hooks(std::shared_ptr<StreamLease> lease) {
+  rdma::ResourceHooks h = rdma::default_resource_hooks();
+  h.lease = std::move(lease);
+  return h;
 }
 
 bool loopback(const sockaddr_in6& a) {
@@ -132,24 +165,40 @@ void set_result(UpgradeConn& c, Fallback f) {
   if (c.obj != nullptr) c.obj->fallback.store(f, std::memory_order_relaxed);
 }
 
+void stop_nonce_watch(UpgradeConn& c) {
+  if (c.nonce_watch != WatchId{}) engine()->loop->unwatch(std::exchange(c.nonce_watch, WatchId{}));
+}
+
+void stop_verify_watch(UpgradeConn& c) {
+  if (c.verify_watch != WatchId{}) {
+    engine()->loop->unwatch(std::exchange(c.verify_watch, WatchId{}));
+  }
+}
+
 void free_conn(UpgradeConn* c) {
   if (c->closing) {
     std::lock_guard lock(engine()->drain_mu);
     --engine()->draining;
     engine()->drained.notify_all();
   }
-  if (c->acceptor) {
+  {
     std::lock_guard lock(engine()->map_mu);
-    auto it = engine()->acceptors.find(Key{text(c->local), text(c->peer)});
-    if (it != engine()->acceptors.end() && it->second == c) engine()->acceptors.erase(it);
+    engine()->conns.erase(c);
+    if (c->acceptor) {
+      auto it = engine()->acceptors.find(Key{text(c->local), text(c->peer)});
+      if (it != engine()->acceptors.end() && it->second == c) engine()->acceptors.erase(it);
+    }
   }
-  if (c->nonce_timer != TimerId{}) engine()->loop->cancel_timer(c->nonce_timer);
+  stop_verify_watch(*c);
+  stop_nonce_watch(*c);
   c->stream.on_readable({});
   c->stream.on_writable({});
   c->stream = Stream();
   g_engine_real->close(c->tcp_fd);
   g_engine_real->close(c->event_fd);
-  delete c;
+  g_engine_real->close(c->room_fd);
+  // Past exit() another program thread may still be inside a data call on it.
+  if (!engine()->exiting.load(std::memory_order_acquire)) delete c;
 }
 
 // The attempt failed before both directions cut over: the connection is exact TCP again.
@@ -158,11 +207,14 @@ void fail(UpgradeConn& c, Fallback why) {
     std::lock_guard lock(c.mu);
     set_result(c, why);
     if (c.wmode == WriteMode::hold) c.wmode = WriteMode::tcp;
+    signal_room(c);
     c.hold_waiting = false;
     if (!c.read_rdma) c.read_cap = kNoCap;
     c.verify_nonce = false;
     signal_readers(c);
   }
+  stop_nonce_watch(c);
+  stop_verify_watch(c);
   c.stream.on_readable({});
   c.stream.on_writable({});
   c.stream.close();
@@ -217,6 +269,7 @@ void send_cutover(UpgradeConn& c) {
   c.wmode = WriteMode::rdma;
   cut_over_done(c);
   c.cv.notify_all();
+  signal_room(c);
   bool pending = !c.tx.empty();
   lock.unlock();
   if (pending) flush(c);
@@ -240,23 +293,44 @@ void hold_writes(UpgradeConn& c) {
 }
 
 // The connector writes the nonce into TCP at its offset: the proof that the RDMA peer is
-// the TCP peer (16 bytes fit any send buffer that is not full; a full one waits, bounded).
-bool write_nonce(UpgradeConn& c, const wire::Nonce& n) {
-  std::size_t done = 0;
-  auto deadline = Clock::now() + engine()->nonce_deadline;
-  while (done < n.size()) {
-    ssize_t w = g_engine_real->send(c.tcp_fd, n.data() + done, n.size() - done,
-                                    MSG_NOSIGNAL | MSG_DONTWAIT);
+// the TCP peer. Program writes are held meanwhile, so nothing can come between. A full
+// send buffer (the acceptor's program has not read up to the offset yet) is waited for on
+// the loop, without a deadline: the program's own write would have waited as long. Once
+// one byte of it is in TCP there is no way back to plain TCP (the peer would read a piece
+// of nonce as data); a TCP error ends the attempt (the program sees the error itself).
+void write_nonce(UpgradeConn& c) {
+  while (c.nonce_out < c.nonce.size()) {
+    ssize_t w = g_engine_real->send(c.tcp_fd, c.nonce.data() + c.nonce_out,
+                                    c.nonce.size() - c.nonce_out, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w > 0) {
-      done += static_cast<std::size_t>(w);
+      c.nonce_out += static_cast<std::size_t>(w);
       continue;
     }
-    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
-    if (Clock::now() > deadline) return false;
-    pollfd p{c.tcp_fd, POLLOUT, 0};
-    g_engine_real->poll(&p, 1, 50);
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (c.nonce_watch == WatchId{}) {
+        auto id =
+            engine()->loop->watch(c.tcp_fd, kWritable, [&c](std::uint32_t) { write_nonce(c); });
+        if (id) {
+          c.nonce_watch = id.value();
+          return;
+        }
+      } else {
+        return;
+      }
+    }
+    stop_nonce_watch(c);
+    fail(c, Fallback::timeout);
+    return;
   }
-  return true;
+  stop_nonce_watch(c);
+  std::unique_lock lock(c.mu);
+  c.wmode = WriteMode::rdma;
+  c.cv.notify_all();
+  signal_room(c);
+  bool pending = !c.tx.empty();
+  lock.unlock();
+  if (pending) flush(c);
+  on_stream_readable(c);  // a CUTOVER that came meanwhile
 }
 
 Fallback refusal(wire::Status s) {
@@ -286,17 +360,11 @@ bool connector_records(UpgradeConn& c) {
       return false;
     }
     c.challenged = true;
-    if (!write_nonce(c, ch->nonce)) {
-      fail(c, Fallback::timeout);
-      return false;
-    }
-    std::unique_lock lock(c.mu);
-    c.wmode = WriteMode::rdma;
-    c.cv.notify_all();
-    bool pending = !c.tx.empty();
-    lock.unlock();
-    if (pending) flush(c);
+    c.nonce = ch->nonce;
+    write_nonce(c);  // on to the CUTOVER once the nonce is in TCP
+    return false;
   }
+  if (c.nonce_out < c.nonce.size()) return false;
   if (!c.cutover_in) {
     if (c.records.size() < wire::kCutoverSize) return false;
     auto m = wire::decode_cutover(std::span<const std::uint8_t, wire::kCutoverSize>(
@@ -383,6 +451,7 @@ void flush(UpgradeConn& c) {
       c.tx.erase(0, r.value());
     }
     c.cv.notify_all();
+    if (c.tx.size() < kBufferCap || c.write_failed) signal_room(c);
   }
   if (!c.tx.empty()) {
     lock.unlock();
@@ -402,30 +471,34 @@ void start_connect(UpgradeConn* c) {
   auto peer =
       SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&c->peer), sizeof c->peer);
   peer.set_port(static_cast<std::uint16_t>(peer.port() + engine()->port_offset));
-  rdma_connect(*engine()->loop, peer, options(), [c](Result<Stream> r) {
-    if (c->closing) {
-      if (r) r.value().close();
-      free_conn(c);
-      return;
-    }
-    if (!r) {
-      std::error_code e = r.error();
-      UPG_DEBUG("upgrade %p rdma connect: %s\n", static_cast<void*>(c), e.message().c_str());
-      Fallback why = Fallback::peer;
-      if (e == Errc::timeout || e == Errc::unreachable || e == Errc::route_error)
-        why = Fallback::timeout;
-      if (e == std::errc::no_such_device || e == std::errc::address_not_available ||
-          e == Errc::address_error) {
-        why = Fallback::no_device;
-      }
-      fail(*c, why);
-      return;
-    }
-    UPG_DEBUG("upgrade %p connected over rdma\n", static_cast<void*>(c));
-    c->stream = std::move(r.value());
-    c->stream.on_readable([c] { on_stream_readable(*c); });
-    hold_writes(*c);
-  });
+  auto lease = make_lease(false);
+  rdma::connect_with(
+      *engine()->loop, peer, options(), stream_hooks(lease), [c, lease](Result<Stream> r) {
+        if (c->closing) {
+          if (r) r.value().close();
+          free_conn(c);
+          return;
+        }
+        if (!r) {
+          std::error_code e = r.error();
+          UPG_DEBUG("upgrade %p rdma connect: %s\n", static_cast<void*>(c), e.message().c_str());
+          Fallback why = Fallback::peer;
+          if (e == Errc::timeout || e == Errc::unreachable || e == Errc::route_error)
+            why = Fallback::timeout;
+          if (e == std::errc::no_such_device || e == std::errc::address_not_available ||
+              e == Errc::address_error) {
+            why = Fallback::no_device;
+          }
+          fail(*c, why);
+          return;
+        }
+        UPG_DEBUG("upgrade %p connected over rdma\n", static_cast<void*>(c));
+        lease->counted = true;  // from here the connection's stream is closed by the shim
+        count_stream(engine(), 1);
+        c->stream = std::move(r.value());
+        c->stream.on_readable([c] { on_stream_readable(*c); });
+        hold_writes(*c);
+      });
 }
 
 // ---- acceptor -------------------------------------------------------------------------
@@ -438,6 +511,27 @@ void refuse(Stream& s, wire::Status why) {
   (void)s.write(buf, sizeof buf);
   (void)s.shutdown_write();
   s.close();
+}
+
+// The acceptor at the cut-over offset looks for the nonce itself, so that a program that
+// does not read (iperf3's sender, say) still cuts over. There is no deadline: the
+// connector may have written the nonce already, and refusing then would hand its bytes to
+// the program as data. A forger's request is refused when the TCP peer's next bytes are
+// not the nonce, or at end of stream; until then the cap stops nothing that exists.
+void verify_at_cap(UpgradeConn* c) {
+  if (c->verify_watch != WatchId{} || !c->stream) return;
+  auto w = engine()->loop->watch(c->tcp_fd, kReadable, [c](std::uint32_t) {
+    int v = 0;
+    {
+      std::lock_guard lock(c->mu);
+      v = c->verify_nonce ? nonce_verdict(*c) : 2;
+    }
+    if (v == 0) return;  // not all there yet
+    stop_verify_watch(*c);
+    if (v == 1) hold_writes(*c);
+    if (v == -1) fail(*c, Fallback::binding);
+  });
+  if (w) c->verify_watch = w.value();
 }
 
 void handle_offer(Stream s, const std::uint8_t* bytes) {
@@ -485,15 +579,12 @@ void handle_offer(Stream s, const std::uint8_t* bytes) {
     return;
   }
   c->stream.on_readable([c] { on_stream_readable(*c); });
-  c->nonce_timer = engine()->loop->add_timer(engine()->nonce_deadline, [c] {
-    c->nonce_timer = TimerId{};
-    bool expired = false;
-    {
-      std::lock_guard l(c->mu);
-      expired = c->verify_nonce;
-    }
-    if (expired) fail(*c, Fallback::binding);
-  });
+  bool at_cap = false;
+  {
+    std::lock_guard l(c->mu);
+    at_cap = c->tcp_in == c->read_cap;
+  }
+  if (at_cap) verify_at_cap(c);
 }
 
 void on_accept(Stream s) {
@@ -560,12 +651,17 @@ void post_writers_left(UpgradeConn& c) {
 void post_nonce_seen(UpgradeConn& c, bool match) {
   engine()->loop->post([&c, match] {
     if (!c.stream) return;
+    stop_verify_watch(c);
     if (match) {
       hold_writes(c);
     } else {
       fail(c, Fallback::binding);
     }
   });
+}
+
+void post_at_cap(UpgradeConn& c) {
+  engine()->loop->post([&c] { verify_at_cap(&c); });
 }
 
 void post_resume_reading(UpgradeConn& c) {
@@ -596,45 +692,67 @@ void upgrade_listening(int fd, SocketObject& /*o*/) {
   // find the rdma_cm listener there.
   std::promise<void> up;
   e->loop->post([e, addr, &up] {
-    auto l = rdma_listen(*e->loop, addr, options(), [](Stream s) { on_accept(std::move(s)); });
-    if (l) e->listeners.push_back(std::move(l.value()));
+    rdma::ResourceHooks hooks = stream_hooks(nullptr);
+    hooks.admit = [] { return std::shared_ptr<void>(make_lease(true)); };
+    auto l = rdma::listen_with(*e->loop, addr, options(), std::move(hooks),
+                               [](Stream s) { on_accept(std::move(s)); });
+    if (l) {
+      e->listeners.push_back(std::move(l.value()));
+    } else {
+      UPG_DEBUG("upgrade: rdma listen on %s: %s\n", addr.to_string().c_str(),
+                l.error().message().c_str());
+    }
     up.set_value();
   });
   up.get_future().wait();
 }
 
-void upgrade_established(int fd, SocketObject& o, bool acceptor) {
+namespace {
+
+// The engine's state for the connection at fd, published in o.upgrade; null (o.fallback
+// says why) when it stays the kernel's alone. `connecting`: a non-blocking connect() is
+// under way, the peer is the address the program gave (o.peer).
+UpgradeConn* adopt_conn(int fd, SocketObject& o, bool acceptor, bool connecting) {
   Engine* e = engine();
   if (!engine_on(e)) {
     o.fallback.store(e->on ? Fallback::bypass : Fallback::policy, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
   auto* c = new UpgradeConn;
   c->acceptor = acceptor;
   c->started = Clock::now();
   socklen_t len = sizeof c->local;
   socklen_t plen = sizeof c->peer;
+  if (connecting) c->peer = o.peer;
   if (g_engine_real->getsockname(fd, reinterpret_cast<sockaddr*>(&c->local), &len) != 0 ||
-      g_engine_real->getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &plen) != 0) {
+      (!connecting &&
+       g_engine_real->getpeername(fd, reinterpret_cast<sockaddr*>(&c->peer), &plen) != 0) ||
+      c->peer.sin6_family == 0) {
     delete c;
     o.fallback.store(Fallback::bypass, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
   if (loopback(c->peer)) {
     delete c;
     o.fallback.store(Fallback::loopback, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
   c->tcp_fd = g_engine_real->fcntl(fd, F_DUPFD_CLOEXEC, 100);
   c->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (c->tcp_fd < 0 || c->event_fd < 0) {
+  c->room_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->tcp_fd < 0 || c->event_fd < 0 || c->room_fd < 0) {
     if (c->tcp_fd >= 0) g_engine_real->close(c->tcp_fd);
     if (c->event_fd >= 0) g_engine_real->close(c->event_fd);
+    if (c->room_fd >= 0) g_engine_real->close(c->room_fd);
     delete c;
     o.fallback.store(Fallback::busy, std::memory_order_relaxed);
-    return;
+    return nullptr;
   }
   c->obj = &o;
+  {
+    std::lock_guard lock(e->map_mu);
+    e->conns.insert(c);
+  }
   // An acceptor whose peer never offers is a connection to a peer without the shim.
   o.fallback.store(acceptor ? Fallback::peer : Fallback::pending, std::memory_order_relaxed);
   c->result = acceptor ? Fallback::peer : Fallback::pending;
@@ -643,7 +761,53 @@ void upgrade_established(int fd, SocketObject& o, bool acceptor) {
     e->acceptors[Key{text(c->local), text(c->peer)}] = c;
   }
   o.upgrade.store(c, std::memory_order_release);
-  if (!acceptor) e->loop->post([c] { start_connect(c); });
+  return c;
+}
+
+// A non-blocking connect: the attempt starts once the kernel's connect completed (the
+// socket writable and connected; getpeername, which leaves SO_ERROR to the program). One
+// that failed stays as it is until the program closes it.
+void await_connected(UpgradeConn* c) {
+  auto w = engine()->loop->watch(c->tcp_fd, kWritable, [c](std::uint32_t /*events*/) {
+    engine()->loop->unwatch(std::exchange(c->connect_watch, WatchId{}));
+    sockaddr_in6 peer{};
+    socklen_t len = sizeof peer;
+    if (g_engine_real->getpeername(c->tcp_fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+      std::lock_guard lock(c->mu);
+      set_result(*c, Fallback::peer);
+      return;
+    }
+    {
+      // Connected: its stats line is due even if the data calls (the engine's, which do
+      // not settle the state as the TCP path's do) move no byte before the last close, by
+      // when the kernel may no longer name the peer.
+      std::lock_guard lock(c->mu);
+      SocketState connecting = SocketState::connecting;
+      if (c->obj != nullptr) {
+        c->obj->state.compare_exchange_strong(connecting, SocketState::connected,
+                                              std::memory_order_acq_rel);
+      }
+    }
+    start_connect(c);
+  });
+  if (!w) {
+    std::lock_guard lock(c->mu);
+    set_result(*c, Fallback::busy);
+    return;
+  }
+  c->connect_watch = w.value();
+}
+
+}  // namespace
+
+void upgrade_established(int fd, SocketObject& o, bool acceptor) {
+  UpgradeConn* c = adopt_conn(fd, o, acceptor, false);
+  if (c != nullptr && !acceptor) engine()->loop->post([c] { start_connect(c); });
+}
+
+void upgrade_connecting(int fd, SocketObject& o) {
+  UpgradeConn* c = adopt_conn(fd, o, false, true);
+  if (c != nullptr) engine()->loop->post([c] { await_connected(c); });
 }
 
 void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
@@ -658,17 +822,24 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
   }
   engine()->loop->post([&c] {
     c.closing = true;
+    if (c.connect_watch != WatchId{}) {  // closed while the kernel was still connecting
+      engine()->loop->unwatch(std::exchange(c.connect_watch, WatchId{}));
+      set_result(c, Fallback::peer);
+    }
     if (!c.stream) {
       if (c.acceptor || c.offered || c.result != Fallback::pending) free_conn(&c);
       // else: the connect callback frees it
       return;
     }
     bool unread = false;
+    bool wrote_rdma = false;
     {
       std::lock_guard lock(c.mu);
       unread = !c.rx.empty() && c.read_rdma;
+      // The connector writes over RDMA from the nonce on, before the CUTOVER comes.
+      wrote_rdma = c.wmode == WriteMode::rdma;
     }
-    if (unread || c.result != Fallback::none) {
+    if (unread || !wrote_rdma) {
       c.stream.close();  // abortive: unread bytes are a reset, as on TCP
       free_conn(&c);
       return;
@@ -676,6 +847,40 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
     flush(c);  // the rest of tx, then FIN and the graceful close
   });
 }
+
+namespace {
+
+// exit(): the connections the program still holds close as the kernel closes them (their
+// bytes and FIN, or a reset with unread bytes); then the process waits, bounded, until
+// every peer acknowledged what it was sent; then the loop stops, before the statics its
+// streams use are destroyed (the engine itself is never freed).
+void at_exit() {
+  Engine* e = engine();
+  if (e->pid != getpid() || !e->thread.joinable()) return;
+  std::vector<std::pair<UpgradeConn*, SocketObject*>> open;
+  {
+    std::lock_guard lock(e->map_mu);
+    for (UpgradeConn* c : e->conns) {
+      std::lock_guard cl(c->mu);
+      if (c->obj != nullptr) open.emplace_back(c, c->obj);
+    }
+  }
+  e->exiting.store(true, std::memory_order_release);
+  for (auto& [c, o] : open) upgrade_closed(*c, *o);
+  // Accepted streams whose OFFER never came carry no program byte.
+  e->loop->post([e] {
+    for (Stream& s : e->offers) s.close();
+    e->offers.clear();
+  });
+  {
+    std::unique_lock lock(e->drain_mu);
+    e->drained.wait_for(lock, kExitWait, [e] { return e->draining == 0 && e->live_streams == 0; });
+  }
+  e->loop->stop();
+  e->thread.join();
+}
+
+}  // namespace
 
 const RealCalls* g_engine_real = nullptr;
 

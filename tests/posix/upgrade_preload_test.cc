@@ -48,19 +48,24 @@ std::string field(const std::string& line, const std::string& key) {
   return line.substr(at, line.find_first_of(",}", at) - at);
 }
 
-TEST(ShimUpgradePreload, TwoProgramsUnderRmsgRunMoveTheirBytesOverRdma) {
+// One pair: the server (upgrade_probe server ADDR END) and the client under rmsg-run
+// --stats with RMSG_UPGRADE=on. Both exit statuses must be 0 (every byte checked by the
+// programs); returns the stats lines.
+std::vector<std::string> run_pair(const std::string& server_end) {
+  std::vector<std::string> lines;
   const char* addr = std::getenv("RMSG_RDMA_ADDR");
-  ASSERT_NE(addr, nullptr) << "RMSG_RDMA_ADDR unset: run in the Soft-RoCE guest";
+  EXPECT_NE(addr, nullptr) << "RMSG_RDMA_ADDR unset: run in the Soft-RoCE guest";
+  if (addr == nullptr) return lines;
   char stats[] = "/tmp/rmsg-upgrade-stats-XXXXXX";
   int sfd = mkstemp(stats);
-  ASSERT_GE(sfd, 0);
+  EXPECT_GE(sfd, 0);
   close(sfd);
   setenv("RMSG_UPGRADE", "on", 1);
   int out[2];
-  ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);  // the children hold only the ends they get
+  EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);  // the children hold only the ends they get
   int server_in[2];
-  ASSERT_EQ(pipe2(server_in, O_CLOEXEC), 0);
-  pid_t server = spawn({RMSG_RUN, "--stats", stats, RMSG_UPGRADE_PROBE, "server", addr, "stdin"},
+  EXPECT_EQ(pipe2(server_in, O_CLOEXEC), 0);
+  pid_t server = spawn({RMSG_RUN, "--stats", stats, RMSG_UPGRADE_PROBE, "server", addr, server_end},
                        out[1], server_in[0]);
   close(server_in[0]);
   close(out[1]);
@@ -68,14 +73,14 @@ TEST(ShimUpgradePreload, TwoProgramsUnderRmsgRunMoveTheirBytesOverRdma) {
   char ch = 0;
   while (read(out[0], &ch, 1) == 1 && ch != '\n') port += ch;  // the server's port line
   close(out[0]);
-  ASSERT_FALSE(port.empty());
+  EXPECT_FALSE(port.empty());
   // The client ping-pongs until its standard input ends, which happens once its engine
   // says (RMSG_UPGRADE_DEBUG, on stderr) that its attempt is over: the bulk then moves
   // after the cut-over, however long the guest takes to set the RDMA connection up.
   setenv("RMSG_UPGRADE_DEBUG", "1", 1);
   int in[2], err[2];
-  ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);
-  ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
   pid_t client =
       spawn({RMSG_RUN, "--stats", stats, RMSG_UPGRADE_PROBE, "client", addr, port, "stdin"}, -1,
             in[0], err[1]);
@@ -89,16 +94,24 @@ TEST(ShimUpgradePreload, TwoProgramsUnderRmsgRunMoveTheirBytesOverRdma) {
     said += ch;
   }
   EXPECT_NE(said.find("connector result"), std::string::npos) << said;
-  std::printf("%s\n", said.c_str());
   close(in[1]);
-  EXPECT_EQ(exit_status(client), 0);
-  close(server_in[1]);  // the client has read everything: the server may exit
-  EXPECT_EQ(exit_status(server), 0);
+  // The server exits on its own ("close", "open") or once the client has read everything.
+  if (server_end != "stdin") {
+    EXPECT_EQ(exit_status(server), 0) << "server, end " << server_end;
+  }
+  EXPECT_EQ(exit_status(client), 0) << "client; server end " << server_end;
+  close(server_in[1]);
+  if (server_end == "stdin") {
+    EXPECT_EQ(exit_status(server), 0);
+  }
   close(err[0]);
   std::ifstream f(stats);
-  std::vector<std::string> lines;
   for (std::string l; std::getline(f, l);) lines.push_back(l);
   unlink(stats);
+  return lines;
+}
+
+void expect_upgraded(const std::vector<std::string>& lines) {
   ASSERT_EQ(lines.size(), 2u);
   for (const auto& l : lines) {
     std::printf("%s\n", l.c_str());
@@ -107,6 +120,23 @@ TEST(ShimUpgradePreload, TwoProgramsUnderRmsgRunMoveTheirBytesOverRdma) {
     EXPECT_GT(std::atoll(field(l, "rdma_bytes_in").c_str()), 1 << 20) << l;
     EXPECT_GT(std::atoll(field(l, "rdma_bytes_out").c_str()), 1 << 20) << l;
   }
+}
+
+TEST(ShimUpgradePreload, TwoProgramsUnderRmsgRunMoveTheirBytesOverRdma) {
+  expect_upgraded(run_pair("stdin"));
+}
+
+// The server writes its last 2 MiB, closes and exits at once: every byte still reaches
+// the client (the exit waits, bounded, for the peer's transport to acknowledge them and
+// the end of stream, as the kernel delivers a closed TCP socket's bytes).
+TEST(ShimUpgradePreload, AWriterThatClosesAndExitsAtOnceLosesNoByte) {
+  expect_upgraded(run_pair("close"));
+}
+
+// The same with the connection still open at exit: the exit closes it as the kernel would
+// (bytes, then end of stream).
+TEST(ShimUpgradePreload, AWriterThatExitsHoldingTheConnectionLosesNoByte) {
+  expect_upgraded(run_pair("open"));
 }
 
 }  // namespace

@@ -2,7 +2,11 @@
  * server that ping-pong 64-byte messages for a while (long enough for the upgrade to cut
  * over), then move a bulk pattern each way, every byte checked; the server waits in poll()
  * before each read. Exit status 0 when every byte was right.
- *   upgrade_probe server ADDR          prints the port, serves one connection
+ *   upgrade_probe server ADDR [END]    prints the port, serves one connection; END says
+ *                                      what it does after its last byte: "close" (default)
+ *                                      closes and exits at once, "open" exits holding the
+ *                                      connection, "stdin" closes and stays until its
+ *                                      standard input ends
  *   upgrade_probe client ADDR PORT MS  ping-pongs for MS milliseconds, then the bulk;
  *                                      MS "stdin": until its standard input ends */
 #include <arpa/inet.h>
@@ -105,11 +109,14 @@ int main(int argc, char** argv) {
     }
     if (check_pattern(c, 1, BULK_UP, 1) != 0) return 6;
     if (send_pattern(c, 2, BULK_DOWN) != 0) return 7;
+    /* Exit at once after the last write, as many servers do: the bytes still in flight
+     * must reach the client as the kernel would deliver them (the connection closed by
+     * the exit itself with "open"). */
+    const char* end = argc > 3 ? argv[3] : "close";
+    if (strcmp(end, "open") == 0) return 0;
     close(c);
     close(l);
-    /* "server ADDR stdin": stay until standard input ends (the client has read everything):
-     * a process that exits at once may take the last RDMA bytes in flight with it. */
-    if (argc > 3 && strcmp(argv[3], "stdin") == 0) {
+    if (strcmp(end, "stdin") == 0) {
       char b;
       while (read(0, &b, 1) > 0) {
       }

@@ -7,11 +7,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -209,6 +211,110 @@ TEST_F(ShimUpgrade, EdgeTriggeredEpollSeesRdmaBytes) {
   EXPECT_TRUE(got == up) << got.size();
   EXPECT_TRUE(view.on_rdma);
   EXPECT_EQ(view.rdma_bytes_in, up.size() - 1000);
+}
+
+// A non-blocking connect (EINPROGRESS, then writable in select and SO_ERROR 0) upgrades
+// too, and select() on both ends sees the RDMA bytes: the reader sleeps in select() while
+// they come, the writer waits in select() for room (iperf3's pattern).
+TEST_F(ShimUpgrade, NonBlockingConnectAndSelectUpgradeAndSeeRdmaBytes) {
+  int l = shim_listen();
+  auto up = pattern(2 << 20, 7);
+  std::vector<unsigned char> got;
+  rmsg::posix::seams::UpgradeView view;
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    ASSERT_GE(c, 0);
+    unsigned char buf[50000];
+    for (;;) {
+      fd_set r;
+      FD_ZERO(&r);
+      FD_SET(c, &r);
+      timeval t{20, 0};  // a deadline, not a wait for an event
+      ASSERT_EQ(rmsg_select(c + 1, &r, nullptr, nullptr, &t), 1) << got.size() << " bytes in";
+      ASSERT_TRUE(FD_ISSET(c, &r));
+      ssize_t n = rmsg_read(c, buf, sizeof buf);
+      ASSERT_GE(n, 0) << std::strerror(errno);
+      if (n == 0) break;
+      got.insert(got.end(), buf, buf + n);
+    }
+    view = upgrade_view(c);
+    rmsg_close(c);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  int rc = rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_);
+  ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+  fd_set w;
+  FD_ZERO(&w);
+  FD_SET(c, &w);
+  timeval t{20, 0};
+  ASSERT_EQ(rmsg_select(c + 1, nullptr, &w, nullptr, &t), 1);
+  int err = -1;
+  socklen_t len = sizeof err;
+  ASSERT_EQ(rmsg_getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+  ASSERT_EQ(err, 0);
+  auto send_some = [&](std::size_t from, std::size_t to) {
+    while (from < to) {
+      fd_set ws;
+      FD_ZERO(&ws);
+      FD_SET(c, &ws);
+      timeval d{20, 0};
+      ASSERT_EQ(rmsg_select(c + 1, nullptr, &ws, nullptr, &d), 1);
+      ssize_t n = rmsg_write(c, up.data() + from, std::min<std::size_t>(to - from, 30000));
+      if (n < 0) {
+        ASSERT_EQ(errno, EAGAIN);
+        continue;
+      }
+      from += static_cast<std::size_t>(n);
+    }
+  };
+  send_some(0, 1000);
+  ASSERT_TRUE(attempt_over(c));
+  EXPECT_EQ(upgrade_view(c).fallback, "none");
+  send_some(1000, up.size());
+  EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+  server.join();
+  rmsg_close(c);
+  rmsg_close(l);
+  EXPECT_TRUE(got == up) << got.size();
+  EXPECT_EQ(view.fallback, "none");
+  EXPECT_EQ(view.rdma_bytes_in, up.size() - 1000);
+}
+
+// An acceptor whose program only writes once it read the first bytes (iperf3's reverse
+// mode: a cookie, then data one way) still cuts over: the engine looks for the nonce at
+// the offset itself.
+TEST_F(ShimUpgrade, AnAcceptorThatNeverReadsCutsOverItsWrites) {
+  int l = shim_listen();
+  auto down = pattern(2 << 20, 8);
+  std::atomic<bool> upgraded{false};
+  rmsg::posix::seams::UpgradeView view;
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    ASSERT_GE(c, 0);
+    unsigned char cookie[37];
+    EXPECT_EQ(rmsg_recv(c, cookie, sizeof cookie, MSG_WAITALL), 37);  // then it never reads
+    EXPECT_TRUE(write_all(c, down.data(), 1000));
+    while (!upgraded.load()) std::this_thread::yield();
+    EXPECT_TRUE(write_all(c, down.data() + 1000, down.size() - 1000));
+    EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+    view = upgrade_view(c);
+    rmsg_close(c);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  ASSERT_TRUE(write_all(c, down.data(), 37));  // as iperf3's cookie
+  EXPECT_TRUE(attempt_over(c));
+  upgraded = true;
+  auto got = read_to_eof(c);
+  server.join();
+  auto client_view = upgrade_view(c);
+  rmsg_close(c);
+  rmsg_close(l);
+  EXPECT_TRUE(got == down) << got.size();
+  EXPECT_EQ(client_view.fallback, "none");
+  EXPECT_EQ(view.fallback, "none");
+  EXPECT_GE(view.rdma_bytes_out, down.size() - 1000);
+  EXPECT_GE(client_view.rdma_bytes_in, down.size() - 1000);
 }
 
 TEST_F(ShimUpgrade, ClosingWithUnreadRdmaBytesResetsThePeer) {
