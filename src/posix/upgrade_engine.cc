@@ -19,12 +19,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "base/lease.h"
 #include "posix/upgrade.h"
 #include "posix/upgrade_conn.h"
 #include "posix/upgrade_wire.h"
@@ -65,13 +67,18 @@ struct Engine {
   std::set<UpgradeConn*> conns;           // every connection not yet freed (map_mu)
   // Exit waits (bounded) until the peers have every byte: for the connections the program
   // closed to hand their bytes and FIN to their stream (`draining`), and for every stream
-  // to be torn down (`live_streams`: a graceful close ends when the peer's transport
+  // to be torn down (`streams`: a graceful close ends when the peer's transport
   // acknowledged the FIN, after every byte), as the kernel delivers a closed TCP socket's
   // bytes after the process is gone.
   std::mutex drain_mu;
   std::condition_variable drained;
   int draining = 0;
-  int live_streams = 0;
+  // One lease per RDMA stream, held by it until it is torn down (rdma::connect_with,
+  // ResourceHooks::admit); each one returned wakes the exit wait.
+  LeaseCount streams{[this] {
+    std::lock_guard lock(drain_mu);
+    drained.notify_all();
+  }};
   std::atomic<bool> exiting{false};  // past exit(): connections are finished, never freed
 };
 
@@ -81,12 +88,6 @@ constexpr std::chrono::seconds kExitWait{10};
 constexpr std::chrono::seconds kLingerTimeout{60};
 
 void at_exit();
-
-// Held by a stream until it is torn down (rdma::ResourceHooks::lease): once `counted`,
-// exit waits for it.
-struct StreamLease {
-  bool counted = false;
-};
 
 Engine* engine() {
   static Engine* e = [] {
@@ -121,27 +122,6 @@ RdmaOptions options() {
   o.connect_timeout = engine()->timeout / 2;
   o.linger_timeout = kLingerTimeout;
   return o;
-}
-
-void count_stream(Engine* e, int delta) {
-  std::lock_guard lock(e->drain_mu);
-  e->live_streams += delta;
-  if (e->live_streams == 0) e->drained.notify_all();
-}
-
-std::shared_ptr<StreamLease> make_lease(bool counted) {
-  if (counted) count_stream(engine(), 1);
-  return std::shared_ptr<StreamLease>(new StreamLease{counted}, [](StreamLease* l) {
-    if (l->counted) count_stream(engine(), -1);
-    delete l;
-  });
-}
-
-// The resources of the shim's streams: rdma's own, plus the lease exit waits on.
-rdma::ResourceHooks stream_hooks(std::shared_ptr<StreamLease> lease) {
-  rdma::ResourceHooks h = rdma::default_resource_hooks();
-  h.lease = std::move(lease);
-  return h;
 }
 
 bool loopback(const sockaddr_in6& a) {
@@ -471,9 +451,9 @@ void start_connect(UpgradeConn* c) {
   auto peer =
       SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&c->peer), sizeof c->peer);
   peer.set_port(static_cast<std::uint16_t>(peer.port() + engine()->port_offset));
-  auto lease = make_lease(false);
   rdma::connect_with(
-      *engine()->loop, peer, options(), stream_hooks(lease), [c, lease](Result<Stream> r) {
+      *engine()->loop, peer, options(), rdma::default_resource_hooks(), engine()->streams.take(),
+      [c](Result<Stream> r) {
         if (c->closing) {
           if (r) r.value().close();
           free_conn(c);
@@ -493,8 +473,6 @@ void start_connect(UpgradeConn* c) {
           return;
         }
         UPG_DEBUG("upgrade %p connected over rdma\n", static_cast<void*>(c));
-        lease->counted = true;  // from here the connection's stream is closed by the shim
-        count_stream(engine(), 1);
         c->stream = std::move(r.value());
         c->stream.on_readable([c] { on_stream_readable(*c); });
         hold_writes(*c);
@@ -692,8 +670,8 @@ void upgrade_listening(int fd, SocketObject& /*o*/) {
   // find the rdma_cm listener there.
   std::promise<void> up;
   e->loop->post([e, addr, &up] {
-    rdma::ResourceHooks hooks = stream_hooks(nullptr);
-    hooks.admit = [] { return std::shared_ptr<void>(make_lease(true)); };
+    rdma::ResourceHooks hooks = rdma::default_resource_hooks();
+    hooks.admit = [e] { return std::optional<Lease>(e->streams.take()); };
     auto l = rdma::listen_with(*e->loop, addr, options(), std::move(hooks),
                                [](Stream s) { on_accept(std::move(s)); });
     if (l) {
@@ -874,7 +852,7 @@ void at_exit() {
   });
   {
     std::unique_lock lock(e->drain_mu);
-    e->drained.wait_for(lock, kExitWait, [e] { return e->draining == 0 && e->live_streams == 0; });
+    e->drained.wait_for(lock, kExitWait, [e] { return e->draining == 0 && e->streams.live() == 0; });
   }
   e->loop->stop();
   e->thread.join();

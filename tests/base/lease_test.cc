@@ -63,5 +63,20 @@ TEST(Lease, ReleasedOnOtherThreads) {
   EXPECT_EQ(count.live(), 0u);
 }
 
+TEST(Lease, TheNotifierRunsOncePerUnitReturnedAfterTheCountFell) {
+  std::vector<std::size_t> seen;
+  LeaseCount* self = nullptr;
+  LeaseCount count([&] { seen.push_back(self->live()); });
+  self = &count;
+  Lease a = count.take();
+  Lease b = count.take();
+  Lease moved = std::move(a);  // a move returns nothing
+  a.reset();                   // nor does an empty lease
+  EXPECT_TRUE(seen.empty());
+  moved.reset();
+  b = Lease{};
+  EXPECT_EQ(seen, (std::vector<std::size_t>{1, 0}));
+}
+
 }  // namespace
 }  // namespace rmsg
