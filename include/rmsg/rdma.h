@@ -5,11 +5,13 @@
 // Threading: everything is loop-thread-only (the loop passed in); callbacks run on that
 // loop's thread. No thread is created: setup runs on the loop from the rdma_cm event
 // channel, completions from the loop's pollers (each stream registers its CQs: polled
-// while the loop spins or busy-polls, armed on the completion channels before it sleeps).
+// while the loop spins or busy-polls, armed before it sleeps; their events come through
+// one completion channel per loop and device, so a stream holds no descriptor of its own).
 //
-// Resources per stream: one PD, a send CQ and a receive CQ each with a completion channel,
-// one QP, a send ring of send_block_count x send_block_size bytes and a receive ring of
-// recv_block_count x recv_block_size bytes, both registered (pinned) memory. The default
+// Resources per stream: one PD (shared per device under a ConnectionManager), a send CQ
+// and a receive CQ (on the loop's completion channel for the device), one QP, a send ring
+// of send_block_count x send_block_size bytes and a receive ring of recv_block_count x
+// recv_block_size bytes, both registered (pinned) memory. The default
 // geometry (8 x 64 KiB each way) registers 1 MiB per stream: a 64 KiB write is one SEND,
 // which under Soft-RoCE moved 64 KiB streaming from ~0.8x to ~0.9x of raw verbs against
 // 16 x 32 KiB (docs/perf.md). A write that can go at once takes a block and a credit of

@@ -38,7 +38,7 @@ void StructurePool::want_spare(const ReuseKey& key, ibv_context* ctx,
                                     [&](const Chore& c) { return c.build && c.key == key; });
   if (building) return;
   Chore c;
-  c.build = std::make_unique<rdma::ResourceBuilder>(ctx, geometry, pd_for(ctx));
+  c.build = std::make_unique<rdma::ResourceBuilder>(loop_, ctx, geometry, pd_for(ctx));
   c.key = key;
   chores_.push_back(std::move(c));
   RMSG_LOG(debug, "cm: a spare structure for %s queued", key.to_string().c_str());

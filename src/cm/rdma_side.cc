@@ -232,7 +232,7 @@ rdma::ResourceHooks RdmaSideImpl::passive_hooks(const ConnectionParams& params) 
                       rdma_cm_id* id,
                       const rdma::Geometry& g) -> Result<std::unique_ptr<rdma::ConnResources>> {
     auto self = pool.lock();
-    if (!self) return rdma::create_conn_resources(id->verbs, g);  // manager gone: unpooled
+    if (!self) return rdma::create_conn_resources(*loop, id->verbs, g);  // manager gone: unpooled
     self->pause();
     bool reused = false;
     auto res = acquire_for(*self, params, id, g, true, reused);

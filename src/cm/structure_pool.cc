@@ -138,7 +138,7 @@ Result<std::unique_ptr<rdma::ConnResources>> StructurePool::acquire(const ReuseK
   reused = false;
   RMSG_LOG(debug, "cm: building a structure for %s", key.to_string().c_str());
   watch_device(id);
-  auto res = rdma::create_conn_resources(ctx, geometry, pd_for(ctx));
+  auto res = rdma::create_conn_resources(loop_, ctx, geometry, pd_for(ctx));
   if (!res) {
     stats_->add("structures.create_failed");
     return res.error();

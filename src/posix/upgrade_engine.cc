@@ -451,32 +451,32 @@ void start_connect(UpgradeConn* c) {
   auto peer =
       SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&c->peer), sizeof c->peer);
   peer.set_port(static_cast<std::uint16_t>(peer.port() + engine()->port_offset));
-  rdma::connect_with(*engine()->loop, peer, options(), rdma::default_resource_hooks(),
-                     engine()->streams.take(), [c](Result<Stream> r) {
-                       if (c->closing) {
-                         if (r) r.value().close();
-                         free_conn(c);
-                         return;
-                       }
-                       if (!r) {
-                         std::error_code e = r.error();
-                         UPG_DEBUG("upgrade %p rdma connect: %s\n", static_cast<void*>(c),
-                                   e.message().c_str());
-                         Fallback why = Fallback::peer;
-                         if (e == Errc::timeout || e == Errc::unreachable || e == Errc::route_error)
-                           why = Fallback::timeout;
-                         if (e == std::errc::no_such_device ||
-                             e == std::errc::address_not_available || e == Errc::address_error) {
-                           why = Fallback::no_device;
-                         }
-                         fail(*c, why);
-                         return;
-                       }
-                       UPG_DEBUG("upgrade %p connected over rdma\n", static_cast<void*>(c));
-                       c->stream = std::move(r.value());
-                       c->stream.on_readable([c] { on_stream_readable(*c); });
-                       hold_writes(*c);
-                     });
+  rdma::connect_with(
+      *engine()->loop, peer, options(), rdma::default_resource_hooks(*engine()->loop),
+      engine()->streams.take(), [c](Result<Stream> r) {
+        if (c->closing) {
+          if (r) r.value().close();
+          free_conn(c);
+          return;
+        }
+        if (!r) {
+          std::error_code e = r.error();
+          UPG_DEBUG("upgrade %p rdma connect: %s\n", static_cast<void*>(c), e.message().c_str());
+          Fallback why = Fallback::peer;
+          if (e == Errc::timeout || e == Errc::unreachable || e == Errc::route_error)
+            why = Fallback::timeout;
+          if (e == std::errc::no_such_device || e == std::errc::address_not_available ||
+              e == Errc::address_error) {
+            why = Fallback::no_device;
+          }
+          fail(*c, why);
+          return;
+        }
+        UPG_DEBUG("upgrade %p connected over rdma\n", static_cast<void*>(c));
+        c->stream = std::move(r.value());
+        c->stream.on_readable([c] { on_stream_readable(*c); });
+        hold_writes(*c);
+      });
 }
 
 // ---- acceptor -------------------------------------------------------------------------
@@ -670,7 +670,7 @@ void upgrade_listening(int fd, SocketObject& /*o*/) {
   // find the rdma_cm listener there.
   std::promise<void> up;
   e->loop->post([e, addr, &up] {
-    rdma::ResourceHooks hooks = rdma::default_resource_hooks();
+    rdma::ResourceHooks hooks = rdma::default_resource_hooks(*e->loop);
     hooks.admit = [e] { return std::optional<Lease>(e->streams.take()); };
     auto l = rdma::listen_with(*e->loop, addr, options(), std::move(hooks),
                                [](Stream s) { on_accept(std::move(s)); });

@@ -41,7 +41,7 @@ namespace rmsg {
 void rdma_connect(EventLoop& loop, const SocketAddress& peer, const RdmaOptions& options,
                   ConnectCallback done) {
   RMSG_ASSERT_LOOP_THREAD(loop);
-  rdma::connect_with(loop, peer, options, rdma::default_resource_hooks(), {}, std::move(done));
+  rdma::connect_with(loop, peer, options, rdma::default_resource_hooks(loop), {}, std::move(done));
 }
 
 Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream) {

@@ -273,8 +273,6 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   }
   bool write_final() const { return error_ || rx_ == RxState::gone || tx_ != TxState::open; }
 
-  WatchId send_watch_ = 0;
-  WatchId recv_watch_ = 0;
   std::uint64_t poller_ = 0;
   bool send_armed_ = false;  // ibv_req_notify_cq since the CQ's last event
   bool recv_armed_ = false;

@@ -49,13 +49,11 @@ Result<void> Recycler::start() {
   wr.send_flags = IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   RMSG_TRY(verbs::check_rc(ibv_post_send(res_->qp.get(), &wr, &bad)));
+  res_->send_sink.on_event = [this] { on_cq_event(true); };
+  res_->recv_sink.on_event = [this] { on_cq_event(false); };
   for (const bool send : {true, false}) {
     auto& cq = send ? res_->send_cq : res_->recv_cq;
     RMSG_TRY(verbs::check_rc(ibv_req_notify_cq(cq.get(), 0)));
-    const int fd = (send ? res_->send_channel : res_->recv_channel)->fd;
-    auto w = loop_.watch(fd, kReadable, [this, send](std::uint32_t) { on_cq_event(send); });
-    if (!w) return w.error();
-    (send ? send_watch_ : recv_watch_) = w.value();
   }
   // Completions already queued raise no event: look once, from the loop.
   loop_.defer([this, weak = std::weak_ptr<int>(alive_)] {
@@ -77,10 +75,12 @@ void Recycler::check_deadline(Clock::time_point now) {
   }
 }
 
+// The loop's completion channel read one event of this CQ: count it, re-arm (a
+// completion landing after the poll below raises a new event), poll.
 void Recycler::on_cq_event(bool send) {
-  auto& channel = send ? res_->send_channel : res_->recv_channel;
   auto& cq = send ? res_->send_cq : res_->recv_cq;
-  if (!cq.drain_and_rearm(channel.get())) return finish(false);
+  cq.note_events(1);
+  if (ibv_req_notify_cq(cq.get(), 0) != 0) return finish(false);
   poll();
 }
 
@@ -149,8 +149,9 @@ void Recycler::finish(bool ok) {
 }
 
 void Recycler::unwatch() {
-  loop_.unwatch(std::exchange(send_watch_, 0));
-  loop_.unwatch(std::exchange(recv_watch_, 0));
+  if (!res_) return;  // taken
+  res_->send_sink.on_event = {};
+  res_->recv_sink.on_event = {};
 }
 
 }  // namespace rmsg::rdma

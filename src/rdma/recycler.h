@@ -4,10 +4,10 @@
 //   QP in ERR (the stream left it there) -> a signalled marker SEND is posted, which the
 //   QP flushes after every earlier send -> both CQs are reaped from their completion
 //   channels until the marker and exactly `recv_posted` receive completions of the
-//   current generation came back -> QP to RESET -> (optionally) the old rdma_cm id's
-//   TIMEWAIT_EXIT, or `timewait_limit` after RESET when it does not come (the timewait it
-//   stands for has passed by then) -> done(true). The structure is then the caller's
-//   (take()).
+//   current generation came back (their events through the loop's completion channel) -> QP to
+//   RESET -> (optionally) the old rdma_cm id's TIMEWAIT_EXIT, or `timewait_limit` after RESET when
+//   it does not come (the timewait it stands for has passed by then) -> done(true). The structure
+//   is then the caller's (take()).
 //
 // Any completion with an error other than a flush, a failed verb, or the deadline passing
 // ends it with done(false): the caller destroys the structure (a failed QP is never
@@ -83,8 +83,6 @@ class Recycler final : public rdmacm::CmEventHandler {
   Phase phase_ = Phase::reaping;
   bool marker_seen_ = false;
   Stats stats_;
-  WatchId send_watch_ = 0;
-  WatchId recv_watch_ = 0;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards the deferred first poll
 };
 

@@ -52,9 +52,9 @@ Result<Geometry> geometry_from(const RdmaOptions& o) {
                   o.inline_size};
 }
 
-ResourceBuilder::ResourceBuilder(ibv_context* ctx, const Geometry& g,
+ResourceBuilder::ResourceBuilder(EventLoop& loop, ibv_context* ctx, const Geometry& g,
                                  std::shared_ptr<verbs::Pd> shared_pd)
-    : r_(std::make_unique<ConnResources>()) {
+    : loop_(loop), r_(std::make_unique<ConnResources>()) {
   r_->context = ctx;
   r_->geometry = g;
   r_->pd = std::move(shared_pd);
@@ -75,41 +75,41 @@ Result<bool> ResourceBuilder::step() {
         r.pd = std::make_shared<verbs::Pd>(std::move(pd).value());
       }
       return false;
-    case 1:
-    case 2: {
-      auto c = verbs::create_comp_channel(r.context);
+    case 1: {  // the loop's channel: made once per device, shared afterwards
+      auto c = CompletionChannel::for_loop(loop_, r.context);
       if (!c) return c.error();
-      (step == 1 ? r.send_channel : r.recv_channel) = std::move(c).value();
+      r.channel = std::move(c).value();
       return false;
     }
-    case 3: {
-      auto cq = verbs::create_cq(r.context, static_cast<int>(g.sq_depth()), r.send_channel.get());
+    case 2: {
+      auto cq = verbs::create_cq(r.context, static_cast<int>(g.sq_depth()), r.channel->get(),
+                                 &r.send_sink);
       if (!cq) return cq.error();
       r.send_cq = std::move(cq).value();
       return false;
     }
-    case 4: {
-      auto cq =
-          verbs::create_cq(r.context, static_cast<int>(g.recv_block_count), r.recv_channel.get());
+    case 3: {
+      auto cq = verbs::create_cq(r.context, static_cast<int>(g.recv_block_count), r.channel->get(),
+                                 &r.recv_sink);
       if (!cq) return cq.error();
       r.recv_cq = std::move(cq).value();
       return false;
     }
-    case 5:
-    case 6: {
-      auto buf = verbs::allocate_buffer(step == 5 ? send_len : recv_len);
+    case 4:
+    case 5: {
+      auto buf = verbs::allocate_buffer(step == 4 ? send_len : recv_len);
       if (!buf) return buf.error();
-      (step == 5 ? r.send_ring : r.recv_ring) = std::move(buf).value();
+      (step == 4 ? r.send_ring : r.recv_ring) = std::move(buf).value();
       return false;
     }
-    case 7: {
+    case 6: {
       // The peer only SENDs: no remote access to either ring.
       auto mr = verbs::reg_mr(r.pd->get(), r.send_ring.get(), send_len, 0);
       if (!mr) return mr.error();
       r.send_mr = std::move(mr).value();
       return false;
     }
-    case 8: {
+    case 7: {
       auto mr = verbs::reg_mr(r.pd->get(), r.recv_ring.get(), recv_len, IBV_ACCESS_LOCAL_WRITE);
       if (!mr) return mr.error();
       r.recv_mr = std::move(mr).value();
@@ -126,9 +126,10 @@ Result<bool> ResourceBuilder::step() {
   }
 }
 
-Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, const Geometry& g,
+Result<std::unique_ptr<ConnResources>> create_conn_resources(EventLoop& loop, ibv_context* ctx,
+                                                             const Geometry& g,
                                                              std::shared_ptr<verbs::Pd> shared_pd) {
-  ResourceBuilder b(ctx, g, std::move(shared_pd));
+  ResourceBuilder b(loop, ctx, g, std::move(shared_pd));
   for (;;) {
     auto done = b.step();
     if (!done) return done.error();
@@ -137,22 +138,27 @@ Result<std::unique_ptr<ConnResources>> create_conn_resources(ibv_context* ctx, c
 }
 
 // Teardown order (the reverse of construction): the QP, the MRs, the ring memory, the
-// CQs, the completion channels; the PD goes with the last structure that shares it.
+// CQs (the channel reference with the last); the PD goes with the last structure that
+// shares it.
 bool release_one(ConnResources& r) {
   auto drop = [](auto& owner) {
     if (!owner) return false;
     owner.reset();
     return true;
   };
-  return drop(r.qp) || drop(r.recv_mr) || drop(r.send_mr) || drop(r.recv_ring) ||
-         drop(r.send_ring) || drop(r.recv_cq) || drop(r.send_cq) || drop(r.recv_channel) ||
-         drop(r.send_channel);
+  if (drop(r.qp) || drop(r.recv_mr) || drop(r.send_mr) || drop(r.recv_ring) || drop(r.send_ring) ||
+      drop(r.recv_cq)) {
+    return true;
+  }
+  const bool last = drop(r.send_cq);
+  r.channel.reset();  // no system call unless it was the device's last structure
+  return last;
 }
 
-ResourceHooks default_resource_hooks() {
+ResourceHooks default_resource_hooks(EventLoop& loop) {
   ResourceHooks hooks;
-  hooks.acquire = [](rdma_cm_id* id, const Geometry& g) {
-    return create_conn_resources(id->verbs, g);
+  hooks.acquire = [&loop](rdma_cm_id* id, const Geometry& g) {
+    return create_conn_resources(loop, id->verbs, g);
   };
   return hooks;
 }

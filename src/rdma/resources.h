@@ -1,7 +1,8 @@
 // ConnResources: the connection structure of one RDMA stream (S2.2) — PD, a send and a
-// receive completion channel and CQ, the registered send and receive rings, and the
-// application-owned RC QP — and the seam through which a stream obtains and gives back
-// one (ResourceHooks), so that a connection manager can hand out recycled structures.
+// receive CQ on the loop's completion channel for the device (CompletionChannel), the
+// registered send and receive rings, and the application-owned RC QP — and the seam through which a
+// stream obtains and gives back one (ResourceHooks), so that a connection manager can hand out
+// recycled structures.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <optional>
 
 #include "base/lease.h"
+#include "rdma/completion_channel.h"
 #include "rdma/wire.h"
 #include "rdmacm/cm_connection.h"
 #include "rmsg/rdma.h"
@@ -35,11 +37,14 @@ Result<Geometry> geometry_from(const RdmaOptions& options);
 
 struct ConnResources {
   // Declaration order is construction order; teardown runs in reverse: QP, MRs, the ring
-  // memory they cover, CQs (acking their events), completion channels, PD.
-  ibv_context* context = nullptr;  // librdmacm's: never closed here
-  std::shared_ptr<verbs::Pd> pd;   // one per device context under a connection manager
-  verbs::CompChannel send_channel;
-  verbs::CompChannel recv_channel;
+  // memory they cover, CQs (acking their events), the event sinks, the loop's completion
+  // channel (shared: closed with the last structure on it), PD.
+  ibv_context* context = nullptr;              // librdmacm's: never closed here
+  std::shared_ptr<verbs::Pd> pd;               // one per device context under a connection manager
+  std::shared_ptr<CompletionChannel> channel;  // the loop's for this device
+  // The CQs' cq_context: the current owner sets the handler (RdmaStream, Recycler).
+  CqEventSink send_sink;
+  CqEventSink recv_sink;
   verbs::Cq send_cq;  // depth sq_depth: every send WR may complete (or flush)
   verbs::Cq recv_cq;  // depth recv_block_count
   verbs::Buffer send_ring;
@@ -88,11 +93,13 @@ constexpr std::uint16_t next_serial(std::uint16_t s) noexcept {
   return next_generation(s);
 }
 
-// Builds a fresh structure on `ctx` (QP in RESET) in the protection domain `pd` (a new
-// one when null). The inline size is probed downwards from the requested one when the
-// device refuses it.
+// Builds a fresh structure for `loop` on `ctx` (QP in RESET) in the protection domain
+// `pd` (a new one when null), its CQs on the loop's completion channel for the device:
+// the structure serves streams of that loop only. The inline size is probed downwards
+// from the requested one when the device refuses it.
 Result<std::unique_ptr<ConnResources>> create_conn_resources(
-    ibv_context* ctx, const Geometry& geometry, std::shared_ptr<verbs::Pd> pd = nullptr);
+    EventLoop& loop, ibv_context* ctx, const Geometry& geometry,
+    std::shared_ptr<verbs::Pd> pd = nullptr);
 
 // create_conn_resources one verbs object (or ring) per step(), so that a connection
 // manager can build a spare between other work on its loop: each verbs call is a system
@@ -102,20 +109,23 @@ Result<std::unique_ptr<ConnResources>> create_conn_resources(
 // with the builder).
 class ResourceBuilder {
  public:
-  ResourceBuilder(ibv_context* ctx, const Geometry& geometry, std::shared_ptr<verbs::Pd> pd);
+  ResourceBuilder(EventLoop& loop, ibv_context* ctx, const Geometry& geometry,
+                  std::shared_ptr<verbs::Pd> pd);
   Result<bool> step();
   std::unique_ptr<ConnResources> take() { return std::move(r_); }
   const ConnResources& resources() const { return *r_; }
   int steps() const noexcept { return next_; }  // taken so far
 
  private:
+  EventLoop& loop_;
   std::unique_ptr<ConnResources> r_;
   int next_ = 0;
 };
 
-// Destroys the next object of `r` in teardown order (QP, MRs, rings, CQs, completion
-// channels) and returns true, or false when only the PD reference is left: a structure
-// taken apart one call at a time (StructurePool's deferred teardown).
+// Destroys the next object of `r` in teardown order (QP, MRs, rings, CQs; the shared
+// completion channel reference goes with them) and returns true, or false when only the PD
+// reference is left: a structure taken apart one call at a time (StructurePool's deferred
+// teardown).
 bool release_one(ConnResources& r);
 
 // What a closed stream gives back: its structure, whether it may serve again, and its
@@ -158,6 +168,7 @@ struct ResourceHooks {
   // loop after the event is acked: rdmacm::CmChannel::after_ack); false: accept it here.
   std::function<bool(const rdma_cm_event& request, const wire::Hello& hello)> route;
 };
-ResourceHooks default_resource_hooks();
+// Unmanaged structures for streams of `loop`.
+ResourceHooks default_resource_hooks(EventLoop& loop);
 
 }  // namespace rmsg::rdma

@@ -40,7 +40,7 @@ Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop, const Rd
   if (!geometry) return geometry.error();
   auto channel = rdmacm::CmChannel::for_loop(loop);
   if (!channel) return channel.error();
-  if (!hooks.acquire) hooks = default_resource_hooks();
+  if (!hooks.acquire) hooks = default_resource_hooks(loop);
   return std::unique_ptr<RdmaStream>(new RdmaStream(loop, options, geometry.value(),
                                                     std::move(hooks), std::move(lease),
                                                     std::move(channel).value()));
@@ -221,14 +221,11 @@ void RdmaStream::finish_setup(std::error_code ec) {
 }
 
 // The CQs are armed by the loop before it sleeps (arm_completions, EventLoop::add_poller):
-// while the loop spins or stays busy, completions raise no event at all.
+// while the loop spins or stays busy, completions raise no event at all. Their events
+// come through the loop's completion channel for the device (CompletionChannel).
 Result<void> RdmaStream::watch_completions() {
-  for (const bool send : {true, false}) {
-    const int fd = (send ? res_->send_channel : res_->recv_channel)->fd;
-    auto w = loop_.watch(fd, kReadable, [this, send](std::uint32_t) { on_cq_event(send); });
-    if (!w) return w.error();
-    (send ? send_watch_ : recv_watch_) = w.value();
-  }
+  res_->send_sink.on_event = [this] { on_cq_event(true); };
+  res_->recv_sink.on_event = [this] { on_cq_event(false); };
   send_armed_ = false;
   recv_armed_ = false;
   poller_ =
@@ -237,22 +234,16 @@ Result<void> RdmaStream::watch_completions() {
 }
 
 void RdmaStream::unwatch_completions() {
-  loop_.unwatch(std::exchange(send_watch_, 0));
-  loop_.unwatch(std::exchange(recv_watch_, 0));
+  res_->send_sink.on_event = {};
+  res_->recv_sink.on_event = {};
   if (poller_ != 0) loop_.remove_poller(std::exchange(poller_, 0));
 }
 
-// An armed CQ raises one event and is then disarmed, so one read takes it (a second read
-// would only return EAGAIN); the loop re-arms before it sleeps.
+// The channel read one event of this CQ: an armed CQ raises one and is then disarmed; the
+// loop re-arms before it sleeps.
 void RdmaStream::on_cq_event(bool send) {
-  auto& channel = send ? res_->send_channel : res_->recv_channel;
-  auto& cq = send ? res_->send_cq : res_->recv_cq;
-  ibv_cq* ev_cq = nullptr;
-  void* ev_ctx = nullptr;
-  if (ibv_get_cq_event(channel.get(), &ev_cq, &ev_ctx) == 0) {
-    cq.note_events(1);
-    (send ? send_armed_ : recv_armed_) = false;
-  }
+  (send ? res_->send_cq : res_->recv_cq).note_events(1);
+  (send ? send_armed_ : recv_armed_) = false;
   poll_completions();
 }
 

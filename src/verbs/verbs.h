@@ -92,10 +92,6 @@ class Cq {
   explicit operator bool() const noexcept { return cq_ != nullptr; }
   // Counts events taken with ibv_get_cq_event; acks in batches (acking takes a lock).
   void note_events(unsigned n) noexcept;
-  // After `channel` fired: takes every pending event from it (the fd is non-blocking),
-  // counts them for acking, and re-arms this CQ, so that a completion landing after the
-  // caller's next poll raises a new event. Errors: the errno of ibv_req_notify_cq.
-  Result<void> drain_and_rearm(ibv_comp_channel* channel) noexcept;
   void reset() noexcept;
 
  private:
@@ -113,7 +109,9 @@ Result<CmEvent> get_cm_event(rdma_event_channel* channel);
 Result<Pd> alloc_pd(ibv_context* ctx);
 // ibv_create_comp_channel, fd non-blocking.
 Result<CompChannel> create_comp_channel(ibv_context* ctx);
-Result<Cq> create_cq(ibv_context* ctx, int depth, ibv_comp_channel* channel);
+// ibv_create_cq; `cq_context` comes back with each of its channel's events.
+Result<Cq> create_cq(ibv_context* ctx, int depth, ibv_comp_channel* channel,
+                     void* cq_context = nullptr);
 // ibv_create_qp; `attr.cap` is updated with what the device granted.
 Result<Qp> create_qp(ibv_pd* pd, ibv_qp_init_attr& attr);
 // ibv_reg_mr. ENOMEM/EPERM under a finite RLIMIT_MEMLOCK: rmsg::memlock_limit_error().

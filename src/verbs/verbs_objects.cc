@@ -68,16 +68,6 @@ void Cq::note_events(unsigned n) noexcept {
   }
 }
 
-Result<void> Cq::drain_and_rearm(ibv_comp_channel* channel) noexcept {
-  unsigned events = 0;
-  ibv_cq* ev_cq = nullptr;
-  void* ev_ctx = nullptr;
-  while (ibv_get_cq_event(channel, &ev_cq, &ev_ctx) == 0) ++events;
-  note_events(events);
-  if (const int rc = ibv_req_notify_cq(cq_, 0); rc != 0) return errno_code(rc);
-  return {};
-}
-
 void Cq::reset() noexcept {
   if (cq_ == nullptr) return;
   if (unacked_ != 0) ibv_ack_cq_events(cq_, unacked_);
@@ -103,9 +93,9 @@ Result<CompChannel> create_comp_channel(ibv_context* ctx) {
   return ch;
 }
 
-Result<Cq> create_cq(ibv_context* ctx, int depth, ibv_comp_channel* channel) {
+Result<Cq> create_cq(ibv_context* ctx, int depth, ibv_comp_channel* channel, void* cq_context) {
   Cq cq(or_fault(VerbsCall::create_cq,
-                 [&] { return ibv_create_cq(ctx, depth, nullptr, channel, 0); }));
+                 [&] { return ibv_create_cq(ctx, depth, cq_context, channel, 0); }));
   if (!cq) return errno_code(errno != 0 ? errno : ENOMEM);
   return cq;
 }

@@ -30,6 +30,7 @@
 #endif
 #include "rmsg/rdma.h"
 #include "scale_probe.h"
+#include "scale_raw.h"
 #include "stream_transport.h"
 
 namespace rmsg::perf {
@@ -309,6 +310,11 @@ int run_scale_test(const Options& o) {
     std::fprintf(stderr, "rmsg-perf: scale: %s: %s\n", sh.what.c_str(), sh.error.message().c_str());
   }
   const auto rnr1 = rnr_counter_sum();
+  // The reference beside rmsg's numbers: 10 raw-verbs QPs moving the same bytes in 64 KiB
+  // SENDs, after the RNR counters were read (the raw baseline paces itself with RNR).
+  const double mb_raw10 = transport == "rdma" && !sh.error && total >= (64u << 10) * 10
+                              ? raw_verbs_mb_per_s(host, 10, total, 64u << 10)
+                              : -1;
 
   const double connect_s = secs(c0, c1);
   const double registered =
@@ -362,13 +368,14 @@ int run_scale_test(const Options& o) {
         "\"connects_per_s\":%.1f,\"max_loop_stall_us\":%.0f,\"loop_p99_us\":%.0f,"
         "\"connect_loop_p99_us\":%.0f,\"data_loop_p99_us\":%.0f,\"rnr\":%lld,"
         "\"mb_per_s_all\":%.1f,\"mb_per_s_10\":%.1f,\"bytes_checked\":%llu,\"nofile\":%llu,"
-        "\"setup_deferred\":%llu,\"setup_max_calls_per_iteration\":%llu}\n",
+        "\"setup_deferred\":%llu,\"setup_max_calls_per_iteration\":%llu,"
+        "\"mb_per_s_raw10\":%.1f}\n",
         sh.error ? "false" : "true", transport.c_str(), n, window, pinned, registered, fds,
         static_cast<long long>(qps), static_cast<long long>(cqs), static_cast<long long>(mrs),
         connects_per_s, max_stall_us, p99_us, p99_connect_us, p99_data_us,
         static_cast<long long>(rnr), mb_all, mb_ten, static_cast<unsigned long long>(sh.received),
         static_cast<unsigned long long>(nofile), static_cast<unsigned long long>(setup_deferred),
-        static_cast<unsigned long long>(setup_max));
+        static_cast<unsigned long long>(setup_max), mb_raw10);
   } else {
     std::printf("rmsg-perf: scale over %s on %s, %zu connections (both ends here, %zu in flight)\n",
                 transport.c_str(), host.c_str(), n, window);
@@ -385,6 +392,7 @@ int run_scale_test(const Options& o) {
     std::printf("  rnr %lld; MB/s all %.1f, 10 active %.1f; %llu bytes checked\n",
                 static_cast<long long>(rnr), mb_all, mb_ten,
                 static_cast<unsigned long long>(sh.received));
+    if (mb_raw10 >= 0) std::printf("  reference: 10 raw-verbs QPs %.1f MB/s\n", mb_raw10);
   }
   // Abortive teardown: the numbers are taken.
   clients.clear();

@@ -48,6 +48,7 @@ AssertionResult errno_failure(const char* what, int err) {
 
 RcEndpoint::~RcEndpoint() {
   if (own_qp_ && qp_) ibv_destroy_qp(qp_);
+  if (srq_) ibv_destroy_srq(srq_);
   if (mr_) ibv_dereg_mr(mr_);
   if (send_cq_) ibv_destroy_cq(send_cq_);
   if (recv_cq_) ibv_destroy_cq(recv_cq_);
@@ -55,7 +56,7 @@ RcEndpoint::~RcEndpoint() {
   std::free(buf_);
 }
 
-AssertionResult RcEndpoint::create(ibv_context* ctx) {
+AssertionResult RcEndpoint::create(ibv_context* ctx, bool shared_receive) {
   if (!ctx) return AssertionFailure() << "no verbs context";
   if (!(pd_ = ibv_alloc_pd(ctx))) return errno_failure("ibv_alloc_pd", errno);
   send_cq_ = ibv_create_cq(ctx, 2 * kSlots, nullptr, nullptr, 0);
@@ -70,6 +71,12 @@ AssertionResult RcEndpoint::create(ibv_context* ctx) {
   constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE;
   mr_ = ibv_reg_mr(pd_, buf_, bytes, kAccess);
   if (!mr_) return errno_failure("ibv_reg_mr", errno);
+  if (shared_receive) {
+    ibv_srq_init_attr attr{};
+    attr.attr.max_wr = 2 * kSlots;
+    attr.attr.max_sge = 1;
+    if (!(srq_ = ibv_create_srq(pd_, &attr))) return errno_failure("ibv_create_srq", errno);
+  }
   return AssertionSuccess();
 }
 
@@ -96,6 +103,11 @@ AssertionResult RcEndpoint::create_qp_on(rdma_cm_id* id) {
 
 AssertionResult RcEndpoint::create_own_qp() {
   ibv_qp_init_attr attr = rc_qp_attr(send_cq_, recv_cq_);
+  if (srq_) {
+    attr.srq = srq_;
+    attr.cap.max_recv_wr = 0;
+    attr.cap.max_recv_sge = 0;
+  }
   if (!(qp_ = ibv_create_qp(pd_, &attr))) return errno_failure("ibv_create_qp", errno);
   own_qp_ = true;
   return AssertionSuccess();
@@ -104,7 +116,8 @@ AssertionResult RcEndpoint::create_own_qp() {
 void RcEndpoint::begin_generation(std::uint32_t gen) {
   gen_ = gen;
   rx_seq_ = tx_count_ = 0;
-  recvs_posted_ = sends_out_ = flushed_ = 0;
+  sends_out_ = flushed_ = stale_recvs_ = 0;
+  if (!srq_) recvs_posted_ = 0;  // an SRQ's receives stay posted across connections
 }
 
 char* RcEndpoint::slot_ptr(int slot, bool send) const {
@@ -118,12 +131,17 @@ AssertionResult RcEndpoint::post_receive(int slot) {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   ibv_recv_wr* bad = nullptr;
-  if (int rc = ibv_post_recv(qp_, &wr, &bad)) return errno_failure("ibv_post_recv", rc);
+  if (srq_) {
+    if (int rc = ibv_post_srq_recv(srq_, &wr, &bad)) return errno_failure("ibv_post_srq_recv", rc);
+  } else if (int rc = ibv_post_recv(qp_, &wr, &bad)) {
+    return errno_failure("ibv_post_recv", rc);
+  }
   ++recvs_posted_;
   return AssertionSuccess();
 }
 
 AssertionResult RcEndpoint::post_all_receives() {
+  if (srq_ && recvs_posted_ > 0) return AssertionSuccess();  // posted by an earlier connection
   for (int slot = 0; slot < kSlots; ++slot) {
     if (auto r = post_receive(slot); !r) return r;
   }
@@ -185,9 +203,12 @@ AssertionResult RcEndpoint::poll(std::uint32_t expect_dir,
   int n = ibv_poll_cq(recv_cq_, kSlots, wc);
   if (n < 0) return AssertionFailure() << "ibv_poll_cq(recv) failed";
   for (int i = 0; i < n; ++i) {
-    if (wr_gen(wc[i].wr_id) != gen_) {
+    if (!srq_ && wr_gen(wc[i].wr_id) != gen_) {
       return AssertionFailure() << "stale receive completion of generation " << wr_gen(wc[i].wr_id)
                                 << " in generation " << gen_;
+    }
+    if (srq_ && wc[i].qp_num != qp_->qp_num) {
+      return AssertionFailure() << "receive completion of QP " << wc[i].qp_num;
     }
     if (auto r = on_recv(wc[i], expect_dir, on_message); !r) return r;
   }
@@ -206,7 +227,8 @@ AssertionResult RcEndpoint::poll(std::uint32_t expect_dir,
   return AssertionSuccess();
 }
 
-AssertionResult RcEndpoint::reap_flushed(std::chrono::steady_clock::time_point deadline) {
+AssertionResult RcEndpoint::reap_flushed(std::chrono::steady_clock::time_point deadline,
+                                         bool sends_may_succeed) {
   ibv_wc wc[kSlots];
   while (recvs_posted_ > 0 || sends_out_ > 0) {
     if (std::chrono::steady_clock::now() > deadline) {
@@ -217,15 +239,34 @@ AssertionResult RcEndpoint::reap_flushed(std::chrono::steady_clock::time_point d
       int n = ibv_poll_cq(cq, kSlots, wc);
       for (int i = 0; i < n; ++i) {
         if (wr_gen(wc[i].wr_id) != gen_) return AssertionFailure() << "stale completion";
-        if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
-          return AssertionFailure() << "reaped " << ibv_wc_status_str(wc[i].status);
-        }
-        --(wr_kind(wc[i].wr_id) == kRecv ? recvs_posted_ : sends_out_);
-        ++flushed_;
+        const bool send = wr_kind(wc[i].wr_id) == kSend;
+        const bool ok = wc[i].status == IBV_WC_WR_FLUSH_ERR ||
+                        (send && sends_may_succeed && wc[i].status == IBV_WC_SUCCESS);
+        if (!ok) return AssertionFailure() << "reaped " << ibv_wc_status_str(wc[i].status);
+        --(send ? sends_out_ : recvs_posted_);
+        if (wc[i].status == IBV_WC_WR_FLUSH_ERR) ++flushed_;
       }
     }
   }
   return AssertionSuccess();
+}
+
+AssertionResult RcEndpoint::reap_srq_leftovers() {
+  if (!srq_) return AssertionFailure() << "no SRQ";
+  ibv_wc wc[kSlots];
+  for (;;) {
+    const int n = ibv_poll_cq(recv_cq_, kSlots, wc);
+    if (n < 0) return AssertionFailure() << "ibv_poll_cq(recv) failed";
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status != IBV_WC_SUCCESS && wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+        return AssertionFailure() << "leftover receive: " << ibv_wc_status_str(wc[i].status);
+      }
+      --recvs_posted_;
+      ++stale_recvs_;
+      if (auto r = post_receive(wr_slot(wc[i].wr_id)); !r) return r;
+    }
+    if (n < kSlots) return AssertionSuccess();
+  }
 }
 
 AssertionResult RcEndpoint::expect_quiet(std::chrono::milliseconds window) {

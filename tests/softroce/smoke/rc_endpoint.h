@@ -26,8 +26,11 @@ class RcEndpoint {
   RcEndpoint(const RcEndpoint&) = delete;
   RcEndpoint& operator=(const RcEndpoint&) = delete;
 
-  // PD, CQs and MR on ctx.
-  ::testing::AssertionResult create(ibv_context* ctx);
+  // PD, CQs and MR on ctx; with `shared_receive`, an SRQ too, which the endpoint's own QP
+  // then takes its receives from (the receives outlive a connection: a QP in ERR does not
+  // flush them, and any QP on the SRQ may consume them, so their wr_ids carry no
+  // generation that matters: a message's own header tells which connection sent it).
+  ::testing::AssertionResult create(ibv_context* ctx, bool shared_receive = false);
   // The QP through rdma_create_qp on id (the id owns it), or as the endpoint's own.
   ::testing::AssertionResult create_qp_on(rdma_cm_id* id);
   ::testing::AssertionResult create_own_qp();
@@ -36,6 +39,7 @@ class RcEndpoint {
   ibv_cq* send_cq() const { return send_cq_; }
   ibv_cq* recv_cq() const { return recv_cq_; }
   ibv_mr* mr() const { return mr_; }
+  ibv_srq* srq() const { return srq_; }
 
   // Starts a new connection's generation: counters and sequence numbers restart.
   void begin_generation(std::uint32_t gen);
@@ -48,11 +52,18 @@ class RcEndpoint {
       std::uint32_t expect_dir,
       const std::function<::testing::AssertionResult(std::uint32_t)>& on_message);
 
-  // After the QP went to ERR: reaps until every posted request has completed (flushed).
-  ::testing::AssertionResult reap_flushed(std::chrono::steady_clock::time_point deadline);
+  // After the QP went to ERR: reaps until every posted request has completed (flushed;
+  // with `sends_may_succeed`, a send may also have completed before the ERR).
+  ::testing::AssertionResult reap_flushed(std::chrono::steady_clock::time_point deadline,
+                                          bool sends_may_succeed = false);
   // Asserts the CQs stay empty for `window` (nothing stale surfaces after RESET).
   ::testing::AssertionResult expect_quiet(std::chrono::milliseconds window);
 
+  // With an SRQ: after the QP went to ERR and its sends (a signalled marker last) were
+  // reaped, takes what is left in the receive CQ: each receive completion of this
+  // generation (success or flush) is counted in stale_receives(), and its slot re-posted.
+  ::testing::AssertionResult reap_srq_leftovers();
+  int stale_receives() const { return stale_recvs_; }
   int receives_posted() const { return recvs_posted_; }
   int sends_outstanding() const { return sends_out_; }
   int flushed() const { return flushed_; }
@@ -69,6 +80,7 @@ class RcEndpoint {
   ibv_cq* send_cq_ = nullptr;
   ibv_cq* recv_cq_ = nullptr;
   ibv_mr* mr_ = nullptr;
+  ibv_srq* srq_ = nullptr;
   char* buf_ = nullptr;
   ibv_qp* qp_ = nullptr;
   bool own_qp_ = false;
@@ -77,6 +89,7 @@ class RcEndpoint {
   std::uint32_t rx_seq_ = 0;
   std::uint32_t tx_count_ = 0;
   int recvs_posted_ = 0;
+  int stale_recvs_ = 0;
   int sends_out_ = 0;
   int flushed_ = 0;
 };
