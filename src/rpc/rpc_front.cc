@@ -137,7 +137,7 @@ bool RpcEndpoint::Front::cancel(CallId id) {
   if (id == 0) return false;
   Impl& s = shard_of_call(id);
   if (loop::Access::owned_here(s.loop_)) return s.cancel(id);
-  return s.cancel_afar(id);
+  return s.cancel_any_thread(id);
 }
 
 void RpcEndpoint::Front::handle(std::uint32_t method, const Handler& handler,
@@ -243,7 +243,7 @@ Result<CallId> RpcEndpoint::call(NodeId peer, std::uint32_t method, std::span<co
   Impl& s = front_->shard_of(peer);
   if (loop::Access::owned_here(s.loop_))
     return s.call(peer, method, body, options, std::move(done));
-  return s.call_afar(peer, method, body, options, std::move(done));
+  return s.call_any_thread(peer, method, body, options, std::move(done));
 }
 bool RpcEndpoint::cancel(CallId id) {
   return front_->cancel(id);

@@ -1,8 +1,8 @@
 // RpcEndpoint's insides on one loop (a shard; RpcEndpoint::Front, rpc_front.h, holds one
 // per loop of the messenger): the client's outstanding calls (rpc_client.cc), the server's
 // handlers, pending responders and dedupe table (rpc_server.cc), message demultiplexing
-// and session events (rpc.cc), what other threads hand over (rpc_afar.cc). A shard serves
-// the peers its loop owns (Messenger::loop_of): their calls, requests and counters.
+// and session events (rpc.cc), what other threads hand over (rpc_any_thread.cc). A shard
+// serves the peers its loop owns (Messenger::loop_of): their calls, requests and counters.
 //
 // Lifetime: the Front holds the shards; the messenger's callbacks, timers, posted tasks
 // and responders hold weak_ptrs (the one-loop message callback a shared_ptr: the shard then
@@ -11,11 +11,12 @@
 // and answers that still reach it are dropped. A closed shard may be destroyed on any
 // thread.
 //
-// Threading: the shard's loop thread, but for what is marked any-thread (the atomics,
-// call_afar, retry_afar, cancel_afar, take_slot, notify, answer, and the constants). Calls
-// from any thread are routed as the messenger routes them: loop::Access::owned_here says
-// "on the loop" (then the loop-thread call), else the any-thread one; the loop-thread
-// entries assert their thread in Debug builds (RMSG_ASSERT_LOOP_THREAD).
+// Threading: the shard's loop thread, but for what is marked any-thread (the atomics, the
+// `*_any_thread` entries, take_slot, notify, answer, and the constants): `_any_thread` is
+// the one suffix for an entry point another thread may call. Calls from any thread are
+// routed as the messenger routes them: loop::Access::owned_here says "on the loop" (then
+// the loop-thread call), else the any-thread one; the loop-thread entries assert their
+// thread in Debug builds (RMSG_ASSERT_LOOP_THREAD).
 #pragma once
 
 #include <atomic>
@@ -172,22 +173,23 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   std::optional<RpcPeerStats> peer_stats(NodeId node) const;
 
   // rpc_client.cc
-  // On the peer's loop (RpcEndpoint::call routes the others to call_afar()).
+  // On the peer's loop (RpcEndpoint::call routes the others to call_any_thread()).
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
-  // rpc_afar.cc: call() from a thread other than the loop's (notify() needs no other path).
-  Result<CallId> call_afar(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
-                           const CallOptions& options, CallCallback done);
+  // rpc_any_thread.cc: call() from a thread other than the loop's (notify() needs no other path).
+  Result<CallId> call_any_thread(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
+                                 const CallOptions& options, CallCallback done);
   // A retry_of call from another thread: checked here as far as this thread can, the rest
   // (the id not outstanding, the bounds) on the loop, whose errors complete `done`.
-  Result<CallId> retry_afar(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
-                            const CallOptions& options, CallCallback done);
+  Result<CallId> retry_any_thread(NodeId peer, std::uint32_t method,
+                                  std::span<const std::byte> body, const CallOptions& options,
+                                  CallCallback done);
   // A responder's answer (any thread): finished now on the loop, else posted to it.
   void answer(std::shared_ptr<RpcResponder::State> state, rpc::RpcStatus status, std::uint32_t code,
               std::span<const std::byte> body);
   // cancel() from another thread: true when the call was outstanding and this cancel
   // claimed it (calls_states_); the rest is posted to the loop.
-  bool cancel_afar(CallId id);
+  bool cancel_any_thread(CallId id);
   // On the loop: withdraws the call's request, tells the server, completes it cancelled.
   void cancel_now(Calls::iterator it);
   // On the loop: a call made elsewhere, its request queued (`ticket`), becomes outstanding.

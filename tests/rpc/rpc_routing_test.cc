@@ -1,7 +1,7 @@
 // Which thread may go straight into an RPC shard, as for the messenger
 // (tests/msg/front_routing_test.cc): before a loop first runs every thread passes
 // EventLoop::in_loop_thread(); calls are routed by the first thread that asks instead, so a
-// second thread's call is handed over (call_afar), not run inside the shard at the same
+// second thread's call is handed over (call_any_thread), not run inside the shard at the same
 // time. Debug builds abort a shard's loop-thread-only call made on another thread. TSan's
 // tier runs this file.
 #include <gtest/gtest.h>

@@ -19,10 +19,10 @@ bool RpcEndpoint::Impl::take_slot() noexcept {
   return true;
 }
 
-Result<CallId> RpcEndpoint::Impl::call_afar(NodeId peer, std::uint32_t method,
-                                            std::span<const std::byte> body,
-                                            const CallOptions& options, CallCallback done) {
-  if (options.retry_of != 0) return retry_afar(peer, method, body, options, std::move(done));
+Result<CallId> RpcEndpoint::Impl::call_any_thread(NodeId peer, std::uint32_t method,
+                                                  std::span<const std::byte> body,
+                                                  const CallOptions& options, CallCallback done) {
+  if (options.retry_of != 0) return retry_any_thread(peer, method, body, options, std::move(done));
   if (shut_) return make_error_code(RpcErrc::shutting_down);
   if (peer == 0 || peer == options_.messenger.node_id || !done ||
       options.deadline == Clock::time_point{}) {
@@ -82,9 +82,9 @@ void RpcEndpoint::Impl::adopt(CallId id, NodeId peer, Messenger::Ticket ticket,
   if (call_states_.claimed(id)) cancel_now(calls_.find(id));
 }
 
-Result<CallId> RpcEndpoint::Impl::retry_afar(NodeId peer, std::uint32_t method,
-                                             std::span<const std::byte> body,
-                                             const CallOptions& options, CallCallback done) {
+Result<CallId> RpcEndpoint::Impl::retry_any_thread(NodeId peer, std::uint32_t method,
+                                                   std::span<const std::byte> body,
+                                                   const CallOptions& options, CallCallback done) {
   if (shut_) return make_error_code(RpcErrc::shutting_down);
   // The id must be one of this shard's: a retry goes to the peer of the call it retries.
   if (peer == 0 || peer == options_.messenger.node_id || !done ||
@@ -113,7 +113,7 @@ Result<CallId> RpcEndpoint::Impl::retry_afar(NodeId peer, std::uint32_t method,
   return options.retry_of;
 }
 
-bool RpcEndpoint::Impl::cancel_afar(CallId id) {
+bool RpcEndpoint::Impl::cancel_any_thread(CallId id) {
   // The claim decides: from now on the call can only complete cancelled (complete()).
   if (!mine(id) || !call_states_.claim(id)) return false;
   std::weak_ptr<Impl> weak = weak_from_this();
