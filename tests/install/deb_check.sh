@@ -35,9 +35,9 @@ for d in /tmp/rmsg-debs/*.deb; do case "$d" in *-dbgsym_*) ;; *) debs+=("$d") ;;
 apt-get install -y -q --no-install-recommends "${debs[@]}"
 pkgs=(librmsg0 librmsg-socket0 librmsg-dev rmsg-socket rmsg-tools)
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" | grep -q 'install ok installed' || fail "$p not installed"
+  dpkg-query -W -f='${Status}' "$p" | grep 'install ok installed' >/dev/null || fail "$p not installed"
 done
-ldconfig -p | grep -q 'librmsg\.so\.0 ' || fail "librmsg.so.0 not in the linker cache"
+ldconfig -p | grep 'librmsg\.so\.0 ' >/dev/null || fail "librmsg.so.0 not in the linker cache"
 out=$(mktemp -d)
 # shellcheck disable=SC2046
 c++ -std=c++20 -o "$out/echo" /tmp/rmsg-src/examples/echo_loop.cc $(pkg-config --cflags --libs rmsg)

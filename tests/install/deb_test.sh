@@ -26,7 +26,7 @@ done
 
 # The libraries under their SONAMEs, the links only in -dev.
 for so in librmsg.so.0 librmsg-socket.so.0; do
-  objdump -p "$lib/$so" | grep -q "SONAME *$so\$" || fail "$so: no SONAME $so"
+  objdump -p "$lib/$so" | grep "SONAME *$so\$" >/dev/null || fail "$so: no SONAME $so"
 done
 
 export PKG_CONFIG_PATH=$lib/pkgconfig
@@ -42,20 +42,20 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_BUILD
 cmake --build "$tmp/consumer" >/dev/null
 export LD_LIBRARY_PATH=$lib
 for prog in "$tmp/echo_pc" "$tmp/c_api_pc" "$tmp/consumer/echo_loop"; do
-  objdump -p "$prog" | grep -Eq 'NEEDED +librmsg(-socket)?\.so\.0$' || fail "$prog links no librmsg"
+  objdump -p "$prog" | grep -E 'NEEDED +librmsg(-socket)?\.so\.0$' >/dev/null || fail "$prog links no librmsg"
   "$prog" >/dev/null || fail "$prog failed"
 done
 # The kv example (a server and a client that need each other) is built and linked only:
 # examples.kv_pair runs it.
 for prog in "$tmp/consumer/kv_server" "$tmp/consumer/kv_client"; do
-  objdump -p "$prog" | grep -Eq 'NEEDED +librmsg\.so\.0$' || fail "$prog links no librmsg"
+  objdump -p "$prog" | grep -E 'NEEDED +librmsg\.so\.0$' >/dev/null || fail "$prog links no librmsg"
 done
 
 for tool in rmsg-run rmsg-perf rmsg-info rmsg-objstore rmsg-objstore-server; do
   "$root/usr/bin/$tool" --help >/dev/null || fail "$tool --help failed"
   [ -f "$root/usr/share/man/man1/$tool.1.gz" ] || fail "$tool: no man page"
 done
-zcat "$root/usr/share/man/man1/rmsg-run.1.gz" | grep -q '^\.SH ENVIRONMENT' ||
+zcat "$root/usr/share/man/man1/rmsg-run.1.gz" | grep '^\.SH ENVIRONMENT' >/dev/null ||
   fail "rmsg-run(1) has no ENVIRONMENT section"
 # rmsg-run preloads the module it finds relative to itself.
 # shellcheck disable=SC2016 # the child shell expands it
