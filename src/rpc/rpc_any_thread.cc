@@ -11,6 +11,21 @@
 
 namespace rmsg {
 
+std::error_code RpcEndpoint::Impl::refuse_call(NodeId peer, std::size_t body_size,
+                                               const CallOptions& options, const CallCallback& done,
+                                               Clock::time_point now) const {
+  if (shut_) return make_error_code(RpcErrc::shutting_down);
+  if (peer == 0 || peer == options_.messenger.node_id || !done ||
+      options.deadline == Clock::time_point{}) {
+    return make_error_code(Errc::invalid_argument);
+  }
+  if (body_size > options_.messenger.max_message_size - rpc::RpcHeader::kSize) {
+    return make_error_code(RpcErrc::too_large);
+  }
+  if (options.deadline <= now) return make_error_code(RpcErrc::timeout);
+  return {};
+}
+
 bool RpcEndpoint::Impl::take_slot() noexcept {
   if (outstanding_.fetch_add(1, std::memory_order_relaxed) + 1 > options_.max_outstanding) {
     outstanding_.fetch_sub(1, std::memory_order_relaxed);
@@ -23,16 +38,8 @@ Result<CallId> RpcEndpoint::Impl::call_any_thread(NodeId peer, std::uint32_t met
                                                   std::span<const std::byte> body,
                                                   const CallOptions& options, CallCallback done) {
   if (options.retry_of != 0) return retry_any_thread(peer, method, body, options, std::move(done));
-  if (shut_) return make_error_code(RpcErrc::shutting_down);
-  if (peer == 0 || peer == options_.messenger.node_id || !done ||
-      options.deadline == Clock::time_point{}) {
-    return make_error_code(Errc::invalid_argument);
-  }
-  if (body.size() > options_.messenger.max_message_size - rpc::RpcHeader::kSize) {
-    return make_error_code(RpcErrc::too_large);
-  }
   const auto now = loop_.now();
-  if (options.deadline <= now) return make_error_code(RpcErrc::timeout);
+  if (auto e = refuse_call(peer, body.size(), options, done, now)) return e;
   if (!take_slot()) return make_error_code(Errc::resource_exhausted);
   const CallId id = next_id_.fetch_add(id_stride_, std::memory_order_relaxed);
   rpc::RpcHeader h;
@@ -85,17 +92,10 @@ void RpcEndpoint::Impl::adopt(CallId id, NodeId peer, Messenger::Ticket ticket,
 Result<CallId> RpcEndpoint::Impl::retry_any_thread(NodeId peer, std::uint32_t method,
                                                    std::span<const std::byte> body,
                                                    const CallOptions& options, CallCallback done) {
-  if (shut_) return make_error_code(RpcErrc::shutting_down);
-  // The id must be one of this shard's: a retry goes to the peer of the call it retries.
-  if (peer == 0 || peer == options_.messenger.node_id || !done ||
-      options.deadline == Clock::time_point{} || !mine(options.retry_of)) {
-    return make_error_code(Errc::invalid_argument);
-  }
-  if (body.size() > options_.messenger.max_message_size - rpc::RpcHeader::kSize) {
-    return make_error_code(RpcErrc::too_large);
-  }
   const auto start = loop_.now();
-  if (options.deadline <= start) return make_error_code(RpcErrc::timeout);
+  if (auto e = refuse_call(peer, body.size(), options, done, start)) return e;
+  // The id must be one of this shard's: a retry goes to the peer of the call it retries.
+  if (!mine(options.retry_of)) return make_error_code(Errc::invalid_argument);
   std::weak_ptr<Impl> weak = weak_from_this();
   loop_.post([weak, peer, method, b = std::vector<std::byte>(body.begin(), body.end()), options,
               start, done = std::move(done)] {

@@ -19,16 +19,8 @@ Result<CallId> RpcEndpoint::Impl::call(NodeId peer, std::uint32_t method,
                                        std::span<const std::byte> body, const CallOptions& options,
                                        CallCallback done) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
-  if (shut_) return make_error_code(RpcErrc::shutting_down);
-  if (peer == 0 || peer == options_.messenger.node_id || !done ||
-      options.deadline == Clock::time_point{}) {
-    return make_error_code(Errc::invalid_argument);
-  }
-  if (body.size() > options_.messenger.max_message_size - rpc::RpcHeader::kSize) {
-    return make_error_code(RpcErrc::too_large);
-  }
   const auto now = loop_.now();
-  if (options.deadline <= now) return make_error_code(RpcErrc::timeout);
+  if (auto e = refuse_call(peer, body.size(), options, done, now)) return e;
   CallId id = options.retry_of;
   // A retry reuses an id of this shard (its peer's) that is not outstanding.
   if (id != 0 && (!mine(id) || calls_.contains(id))) return make_error_code(Errc::invalid_argument);

@@ -197,6 +197,11 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
              Clock::time_point deadline, CallCallback done);
   // Takes a slot of max_outstanding (any thread); false when none is left.
   bool take_slot() noexcept;
+  // What every call() is refused for, in this order, on any thread (none: {}): the shard
+  // shut down, an argument (peer, done, deadline), a body over the message size, a deadline
+  // already past at `now`.
+  std::error_code refuse_call(NodeId peer, std::size_t body_size, const CallOptions& options,
+                              const CallCallback& done, Clock::time_point now) const;
   bool cancel(CallId id);
   // Any thread: on the loop it encodes into the shard's buffers and counts at once.
   Result<void> notify(NodeId peer, std::uint32_t method, std::span<const std::byte> body);
