@@ -112,6 +112,7 @@ using CallId = std::uint64_t;  // 0: none
 
 // The completion of a call.
 struct RMSG_EXPORT RpcResponse {
+  CallId id = 0;                // the call this completes (what call() returned)
   std::error_code error;        // empty: ok
   std::uint32_t app_code = 0;   // handler_error: the handler's code
   std::vector<std::byte> body;  // ok, handler_error: the reply body

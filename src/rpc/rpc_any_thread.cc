@@ -106,6 +106,7 @@ Result<CallId> RpcEndpoint::Impl::retry_any_thread(NodeId peer, std::uint32_t me
     auto r = self->call(peer, method, b, options, done);
     if (r) return;
     RpcResponse failed;
+    failed.id = options.retry_of;
     failed.error = r.error();
     failed.latency = self->loop_.now() - start;
     done(std::move(failed));

@@ -86,6 +86,7 @@ void RpcEndpoint::Impl::complete(Calls::iterator it, RpcResponse response, Clock
   }
   // Its deadline entry goes stale (the queue skips it); its node serves the next call.
   Calls::node_type node = calls_.extract(it);
+  response.id = node.key();
   Call c = std::move(node.mapped());
   if (spare_calls_.size() < kSpareNodes) spare_calls_.push_back(std::move(node));
   --outstanding_;

@@ -29,6 +29,7 @@ TEST_F(RpcLoopbackTest, ManyOutstandingCallsRepliedInReverseOrder) {
   for (int i = 0; i < 16; ++i) {
     const RpcResponse& r = done_[ids[static_cast<std::size_t>(i)]];
     EXPECT_FALSE(r.error) << r.error.message();
+    EXPECT_EQ(r.id, ids[static_cast<std::size_t>(i)]);  // a response names its call
     EXPECT_EQ(string_of(r.body), "rep" + std::to_string(i));
   }
   const auto st = a_.ep->peer_stats(kB);
@@ -68,6 +69,7 @@ TEST_F(RpcLoopbackTest, EveryReplyStatusReachesTheCaller) {
   const CallId late = call(kEcho, "x").value();
   ASSERT_TRUE(run([&] { return completed(late); }));
   EXPECT_EQ(done_[late].error, make_error_code(RpcErrc::shutting_down));
+  for (const CallId id : {ok, unknown, large, failed, dropped, late}) EXPECT_EQ(done_[id].id, id);
   // Refused before anything is sent.
   EXPECT_EQ(call(kEcho, "x", Duration{0}).error(), make_error_code(RpcErrc::timeout));
   const std::size_t max_body = rpc_options(kA).messenger.max_message_size - wire::RpcHeader::kSize;
