@@ -1,8 +1,9 @@
 // The upgrade engine's loop side (docs/socket-shim.md, "The RDMA upgrade"; the records in
-// docs/protocol.md, "Socket shim upgrade"): one EventLoop on a thread of its own, an rdma_cm
-// listener per managed TCP listener, the connector's bounded attempt, the binding, and the
-// flushing of program bytes into the RDMA stream. Linking this file installs the engine
-// (g_upgrade_hooks); RMSG_UPGRADE=on turns it on for the process.
+// docs/protocol.md, "Socket shim upgrade"): one EventLoop on a thread of its own, the
+// connector's bounded attempt, the cut-over, the flushing of program bytes into the RDMA
+// stream, the hooks the shim's core calls, and exit. The acceptor's side is
+// upgrade_acceptor.cc. Linking this file installs the engine (g_upgrade_hooks);
+// RMSG_UPGRADE=on turns it on for the process.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,7 @@
 #include "base/lease.h"
 #include "posix/upgrade.h"
 #include "posix/upgrade_conn.h"
+#include "posix/upgrade_engine.h"
 #include "posix/upgrade_wire.h"
 #include "rdma/rdma_connect.h"
 #include "rmsg/address.h"
@@ -37,13 +39,9 @@
 
 namespace rmsg::posix {
 
-namespace {
+namespace upg {
 
-namespace wire = upgrade_wire;
 using Clock = std::chrono::steady_clock;
-
-// The 4-tuple as the acceptor sees it: (its local end, its peer).
-using Key = std::tuple<std::string, std::string>;
 
 std::string text(const sockaddr_in6& a) {
   return SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&a), sizeof a).to_string();
@@ -52,35 +50,6 @@ std::string text(const sockaddr_in6& a) {
 std::string host_of(const sockaddr_in6& a) {
   return SocketAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&a), sizeof a).host();
 }
-
-struct Engine {
-  bool on = false;
-  pid_t pid = 0;  // a fork() child has no engine thread: it never upgrades
-  std::thread thread;
-  std::uint16_t port_offset = 0;
-  std::chrono::milliseconds timeout{2000};
-  std::unique_ptr<EventLoop> loop;
-  std::mutex map_mu;
-  std::map<Key, UpgradeConn*> acceptors;  // accepted connections still open, by 4-tuple
-  std::list<Listener> listeners;          // loop thread
-  std::list<Stream> offers;               // loop thread: accepted streams before their OFFER
-  std::set<UpgradeConn*> conns;           // every connection not yet freed (map_mu)
-  // Exit waits (bounded) until the peers have every byte: for the connections the program
-  // closed to hand their bytes and FIN to their stream (`draining`), and for every stream
-  // to be torn down (`streams`: a graceful close ends when the peer's transport
-  // acknowledged the FIN, after every byte), as the kernel delivers a closed TCP socket's
-  // bytes after the process is gone.
-  std::mutex drain_mu;
-  std::condition_variable drained;
-  int draining = 0;
-  // One lease per RDMA stream, held by it until it is torn down (rdma::connect_with,
-  // ResourceHooks::admit); each one returned wakes the exit wait.
-  LeaseCount streams{[this] {
-    std::lock_guard lock(drain_mu);
-    drained.notify_all();
-  }};
-  std::atomic<bool> exiting{false};  // past exit(): connections are finished, never freed
-};
 
 // How long exit() waits for the peers to acknowledge the last bytes, and how long a
 // closed connection's stream may wait for a peer that does not read (then it resets).
@@ -132,11 +101,6 @@ bool loopback(const sockaddr_in6& a) {
   return IN6_IS_ADDR_LOOPBACK(&a.sin6_addr) ||
          (IN6_IS_ADDR_V4MAPPED(&a.sin6_addr) && a.sin6_addr.s6_addr[12] == 127);
 }
-
-#define UPG_DEBUG(...)                                                        \
-  do {                                                                        \
-    if (std::getenv("RMSG_UPGRADE_DEBUG")) std::fprintf(stderr, __VA_ARGS__); \
-  } while (0)
 
 void set_result(UpgradeConn& c, Fallback f) {
   UPG_DEBUG("upgrade %p %s result %d\n", static_cast<void*>(&c),
@@ -479,119 +443,13 @@ void start_connect(UpgradeConn* c) {
       });
 }
 
-// ---- acceptor -------------------------------------------------------------------------
-
-void refuse(Stream& s, wire::Status why) {
-  wire::Challenge ch;
-  ch.status = why;
-  std::uint8_t buf[wire::kChallengeSize];
-  wire::encode(ch, std::span<std::uint8_t, wire::kChallengeSize>(buf));
-  (void)s.write(buf, sizeof buf);
-  (void)s.shutdown_write();
-  s.close();
+bool engine_on(Engine* e) {
+  return e->on && e->pid == getpid() && e->thread.joinable();
 }
 
-// The acceptor at the cut-over offset looks for the nonce itself, so that a program that
-// does not read (iperf3's sender, say) still cuts over. There is no deadline: the
-// connector may have written the nonce already, and refusing then would hand its bytes to
-// the program as data. A forger's request is refused when the TCP peer's next bytes are
-// not the nonce, or at end of stream; until then the cap stops nothing that exists.
-void verify_at_cap(UpgradeConn* c) {
-  if (c->verify_watch != WatchId{} || !c->stream) return;
-  auto w = engine()->loop->watch(c->tcp_fd, kReadable, [c](std::uint32_t) {
-    int v = 0;
-    {
-      std::lock_guard lock(c->mu);
-      v = c->verify_nonce ? nonce_verdict(*c) : 2;
-    }
-    if (v == 0) return;  // not all there yet
-    stop_verify_watch(*c);
-    if (v == 1) hold_writes(*c);
-    if (v == -1) fail(*c, Fallback::binding);
-  });
-  if (w) c->verify_watch = w.value();
-}
+}  // namespace upg
 
-void handle_offer(Stream s, const std::uint8_t* bytes) {
-  UPG_DEBUG("upgrade: offer from %s\n", s.peer_address().c_str());
-  auto offer =
-      wire::decode_offer(std::span<const std::uint8_t, wire::kOfferSize>(bytes, wire::kOfferSize));
-  if (!offer) {
-    refuse(s, wire::Status::malformed);
-    return;
-  }
-  UpgradeConn* c = nullptr;
-  {
-    std::lock_guard lock(engine()->map_mu);
-    auto it = engine()->acceptors.find(Key{text(offer->peer), text(offer->local)});
-    if (it != engine()->acceptors.end()) c = it->second;
-  }
-  auto rdma_peer = SocketAddress::parse(s.peer_address());
-  if (c == nullptr || c->closing || !rdma_peer || rdma_peer.value().host() != host_of(c->peer)) {
-    refuse(s, wire::Status::address);
-    return;
-  }
-  std::unique_lock lock(c->mu);
-  if (c->challenged || c->stream || c->read_rdma || c->tcp_in > offer->offset) {
-    lock.unlock();
-    refuse(s, wire::Status::busy);
-    return;
-  }
-  wire::Challenge ch;
-  if (getrandom(ch.nonce.data(), ch.nonce.size(), 0) != static_cast<ssize_t>(ch.nonce.size())) {
-    lock.unlock();
-    refuse(s, wire::Status::busy);
-    return;
-  }
-  c->nonce = ch.nonce;
-  c->read_cap = offer->offset;
-  c->verify_nonce = true;
-  c->challenged = true;
-  signal_readers(*c);
-  lock.unlock();
-  c->stream = std::move(s);
-  std::uint8_t buf[wire::kChallengeSize];
-  wire::encode(ch, std::span<std::uint8_t, wire::kChallengeSize>(buf));
-  if (!write_all(c->stream, buf, sizeof buf)) {
-    fail(*c, Fallback::binding);
-    return;
-  }
-  c->stream.on_readable([c] { on_stream_readable(*c); });
-  bool at_cap = false;
-  {
-    std::lock_guard l(c->mu);
-    at_cap = c->tcp_in == c->read_cap;
-  }
-  if (at_cap) verify_at_cap(c);
-}
-
-void on_accept(Stream s) {
-  auto& offers = engine()->offers;
-  offers.push_back(std::move(s));
-  auto it = std::prev(offers.end());
-  auto got = std::make_shared<std::string>();
-  it->on_readable([it, got] {
-    char buf[wire::kOfferSize];
-    auto r = it->read(buf, wire::kOfferSize - got->size());
-    if (!r && r.error() == Errc::would_block) return;
-    if (!r || r.value() == 0) {
-      auto dead = it;  // this callback belongs to the stream it destroys: captures first
-      dead->close();
-      engine()->offers.erase(dead);
-      return;
-    }
-    got->append(buf, r.value());
-    if (got->size() < wire::kOfferSize) return;
-    std::string offer = *got;
-    auto done = it;
-    Stream mine = std::move(*done);
-    engine()->offers.erase(done);
-    mine.on_readable({});  // destroys this callback: only locals from here on
-    handle_offer(std::move(mine), reinterpret_cast<const std::uint8_t*>(offer.data()));
-  });
-}
-
-}  // namespace
+using namespace upg;  // NOLINT(google-build-using-namespace): the engine's own parts
 
 // ---- hooks ------------------------------------------------------------------------------
 
@@ -650,39 +508,6 @@ void post_resume_reading(UpgradeConn& c) {
     }
     if (c.stream) on_stream_readable(c);
   });
-}
-
-// On in this process: a fork() child (no engine thread) and a process past exit() do not
-// upgrade.
-static bool engine_on(Engine* e) {
-  return e->on && e->pid == getpid() && e->thread.joinable();
-}
-
-void upgrade_listening(int fd, SocketObject& /*o*/) {
-  Engine* e = engine();
-  if (!engine_on(e)) return;
-  sockaddr_in6 a{};
-  socklen_t len = sizeof a;
-  if (g_engine_real->getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
-  auto addr = SocketAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&a), len);
-  addr.set_port(static_cast<std::uint16_t>(addr.port() + e->port_offset));
-  // Synchronous: a connector that the program lets connect once listen() returned must
-  // find the rdma_cm listener there.
-  std::promise<void> up;
-  e->loop->post([e, addr, &up] {
-    rdma::ResourceHooks hooks = rdma::default_resource_hooks(*e->loop);
-    hooks.admit = [e] { return std::optional<Lease>(e->streams.take()); };
-    auto l = rdma::listen_with(*e->loop, addr, options(), std::move(hooks),
-                               [](Stream s) { on_accept(std::move(s)); });
-    if (l) {
-      e->listeners.push_back(std::move(l.value()));
-    } else {
-      UPG_DEBUG("upgrade: rdma listen on %s: %s\n", addr.to_string().c_str(),
-                l.error().message().c_str());
-    }
-    up.set_value();
-  });
-  up.get_future().wait();
 }
 
 namespace {
@@ -826,13 +651,11 @@ void upgrade_closed(UpgradeConn& c, SocketObject& /*o*/) {
   });
 }
 
-namespace {
-
 // exit(): the connections the program still holds close as the kernel closes them (their
 // bytes and FIN, or a reset with unread bytes); then the process waits, bounded, until
 // every peer acknowledged what it was sent; then the loop stops, before the statics its
 // streams use are destroyed (the engine itself is never freed).
-void at_exit() {
+void upg::at_exit() {
   Engine* e = engine();
   if (e->pid != getpid() || !e->thread.joinable()) return;
   std::vector<std::pair<UpgradeConn*, SocketObject*>> open;
@@ -858,8 +681,6 @@ void at_exit() {
   e->loop->stop();
   e->thread.join();
 }
-
-}  // namespace
 
 const RealCalls* g_engine_real = nullptr;
 
