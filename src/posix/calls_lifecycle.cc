@@ -95,6 +95,7 @@ int rmsg_accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
     remember_peer(*o, reinterpret_cast<sockaddr*>(&own), own_len);
     if (const UpgradeHooks* h = upgrade_hooks()) {
       h->established(c, *o, true);
+      mirror_recorded(*rt, c);
       errno = saved;
     }
   }
@@ -119,6 +120,7 @@ int rmsg_connect(int fd, const sockaddr* addr, socklen_t len) {
     const UpgradeHooks* h = upgrade_hooks();
     if (h != nullptr && o->upgrade.load(std::memory_order_acquire) == nullptr) {
       h->established(fd, *o, false);
+      if (rt != nullptr) mirror_recorded(*rt, fd);
     }
   } else if (errno == EINPROGRESS || errno == EINTR || errno == EALREADY) {
     // Completes in the kernel; readiness (POLLOUT, SO_ERROR) is the kernel's. Whether it
@@ -129,6 +131,7 @@ int rmsg_connect(int fd, const sockaddr* addr, socklen_t len) {
     if (h != nullptr && errno != EALREADY &&
         o->upgrade.load(std::memory_order_acquire) == nullptr) {
       h->connecting(fd, *o);
+      if (rt != nullptr) mirror_recorded(*rt, fd);
     }
   }
   errno = saved;

@@ -97,14 +97,14 @@ int poll_upgraded(Runtime* rt, pollfd* fds, nfds_t nfds, Call call, bool* handle
       int out_fd = -1;
       all[at[k]].events = h->poll_prepare(*conn[k], fds[at[k]].events, &in_fd, &out_fd);
       all[nfds + 2 * k] = pollfd{in_fd, POLLIN, 0};
-      all[nfds + 2 * k + 1] = pollfd{out_fd, POLLIN, 0};
+      all[nfds + 2 * k + 1] = pollfd{out_fd, POLLOUT, 0};
     }
     int rc = call(all, nfds + 2 * extra);
     if (rc < 0) return rc;
     for (nfds_t i = 0; i < nfds; ++i) fds[i].revents = all[i].revents;
     for (nfds_t k = 0; k < extra; ++k) {
       bool in = (all[nfds + 2 * k].revents & POLLIN) != 0;
-      bool out = (all[nfds + 2 * k + 1].revents & POLLIN) != 0;
+      bool out = (all[nfds + 2 * k + 1].revents & POLLOUT) != 0;
       fds[at[k]].revents = h->poll_result(*conn[k], fds[at[k]].events, all[at[k]].revents, in, out);
     }
     int ready = 0;
@@ -181,6 +181,14 @@ int select_upgraded(Runtime* rt, int nfds, fd_set* r, fd_set* w, fd_set* e, cons
   return ready;
 }
 
+int number_of_epoll(const Runtime& rt, std::uint32_t id) {
+  for (int fd = 0; fd <= rt.table.max_fd_seen(); ++fd) {
+    const FdSlot* s = rt.table.slot(fd);
+    if (s != nullptr && s->epoll_id.load(std::memory_order_acquire) == id) return fd;
+  }
+  return -1;
+}
+
 timespec now_monotonic() {
   timespec t{};
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -188,6 +196,24 @@ timespec now_monotonic() {
 }
 
 }  // namespace
+
+void rmsg::posix::mirror_recorded(Runtime& rt, int fd) {
+  FdSlot* s = rt.table.slot(fd);
+  SocketObject* o = rt.table.object(fd);
+  UpgradeConn* c = o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
+  if (s == nullptr || c == nullptr) return;
+  int saved = errno;
+  for (auto& r : s->registrations) {
+    std::uint32_t id = r.epoll_id.load(std::memory_order_acquire);
+    int ep = id == 0 ? -1 : number_of_epoll(rt, id);
+    if (ep < 0) continue;
+    epoll_event ev{};
+    ev.events = r.events.load(std::memory_order_acquire);
+    ev.data.u64 = r.data.load(std::memory_order_acquire);
+    upgrade_hooks()->epoll_mirror(*c, ep, EPOLL_CTL_ADD, fd, &ev);
+  }
+  errno = saved;
+}
 
 extern "C" {
 
@@ -258,7 +284,7 @@ int rmsg_epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
     UpgradeConn* c = o == nullptr ? nullptr : o->upgrade.load(std::memory_order_acquire);
     if (c != nullptr) {
       int saved = errno;
-      upgrade_hooks()->epoll_mirror(*c, epfd, op, event);
+      upgrade_hooks()->epoll_mirror(*c, epfd, op, fd, event);
       errno = saved;
     }
   }

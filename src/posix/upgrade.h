@@ -41,13 +41,16 @@ struct UpgradeHooks {
   // poll/select on the connection: before the call, the events to ask of the TCP socket
   // for the program's `events` (input no longer counts after the read side cut over,
   // output after the write side did) and the engine's descriptors to watch beside it
-  // (-1: none): *in_fd for input, *out_fd for room in the send buffer. After it, the
-  // program's revents from the TCP socket's and which of the two were readable.
+  // (-1: none): *in_fd for input (watch POLLIN), *out_fd for room in the send buffer
+  // (watch POLLOUT). After it, the program's revents from the TCP socket's and whether
+  // each of the two answered.
   short (*poll_prepare)(UpgradeConn& c, short events, int* in_fd, int* out_fd);
   short (*poll_result)(UpgradeConn& c, short events, short tcp_revents, bool in, bool out);
-  // The program's epoll_ctl on the connection at fd succeeded: the engine applies the same
-  // to its eventfd (same data, the input events), so that RDMA readiness reaches the set.
-  void (*epoll_mirror)(UpgradeConn& c, int epfd, int op, const epoll_event* ev);
+  // The program's epoll_ctl on the connection at fd succeeded (or, at adoption, one it made
+  // before, replayed as EPOLL_CTL_ADD): the engine records it and keeps its eventfds in the
+  // set beside fd with the same data, so that RDMA readiness reaches the set
+  // (upgrade_readiness.cc).
+  void (*epoll_mirror)(UpgradeConn& c, int epfd, int op, int fd, const epoll_event* ev);
   // The program is about to close its last number of the connection, fd (still open): the
   // engine removes fd and its eventfd from the sets it saw (the kernel would drop fd's entry
   // at this close were it not for the engine's own duplicate of the socket).
@@ -62,5 +65,10 @@ extern std::atomic<const UpgradeHooks*> g_upgrade_hooks;
 inline const UpgradeHooks* upgrade_hooks() {
   return g_upgrade_hooks.load(std::memory_order_acquire);
 }
+
+// The core (calls_readiness.cc): the engine just took the connection at fd: the epoll
+// registrations the program made on fd before are handed to its mirror.
+struct Runtime;
+void mirror_recorded(Runtime& rt, int fd);
 
 }  // namespace rmsg::posix

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/epoll.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -29,11 +30,45 @@ enum class WriteMode {
   rdma,  // the send buffer, flushed into the RDMA stream by the loop
 };
 
+// Which descriptor tells the program that one direction is ready: in poll/select (folded
+// by calls_readiness.cc) and in every epoll set the program registered the connection in
+// (docs/socket-shim.md, "Readiness lives in a shim-owned eventfd"). Moves, under mu, in
+// settle_routes() (upgrade_readiness.cc), checked by valid_route_move():
+//   input:  tcp --the read side reached its cut-over offset--> engine   (final)
+//   output: tcp --program writes held at the offset--> engine --attempt failed--> tcp
+enum class Route : std::uint8_t {
+  tcp,     // the kernel's socket at the program's number
+  engine,  // the engine's eventfd (event_fd: input, room_fd: output); the socket's own
+           // events of that direction are taken out of the program's registrations
+};
+
+constexpr bool valid_route_move(Route from, Route to, bool input) {
+  return from != to && (!input || from == Route::tcp);
+}
+
+// One epoll registration of the program's on the connection, as the engine mirrors it.
+// The *_mask fields are what the engine last gave the kernel for each entry in the set
+// (0: not there), so that a move changes only what it must and can tell, from
+// /proc/self/fdinfo, an EPOLLONESHOT entry that fired (disarmed) from one still armed.
+struct MirroredReg {
+  int epfd = -1;             // the set's number; -1: free
+  int fd = -1;               // the program's number it registered
+  std::uint32_t events = 0;  // the program's events
+  std::uint64_t data = 0;
+  std::uint32_t fd_mask = 0;    // the program's number's entry
+  std::uint32_t in_mask = 0;    // event_fd's entry, present once input is routed to it
+  std::uint32_t room_mask = 0;  // room_fd's entry, present once output is
+  bool disarmed = false;        // EPOLLONESHOT fired: nothing reports until the program's MOD
+};
+
 struct UpgradeConn {
   bool acceptor = false;
   int tcp_fd = -1;  // the engine's own duplicate of the kernel's socket
   int event_fd = -1;
-  int room_fd = -1;  // an eventfd made readable when room frees in tx for a poller
+  // An eventfd that is writable (POLLOUT/EPOLLOUT) exactly while the write side takes
+  // bytes: its counter is 0 then, and at its maximum (not writable) while tx is full or
+  // writes are held (sync_room()).
+  int room_fd = -1;
   sockaddr_in6 local{};
   sockaddr_in6 peer{};
   std::chrono::steady_clock::time_point started;
@@ -50,7 +85,7 @@ struct UpgradeConn {
   std::uint64_t tcp_out = 0;  // program bytes written into TCP
   std::string tx;             // program bytes for the RDMA stream
   bool flush_posted = false;
-  bool want_room = false;     // a poller waits for room in tx: signal when some frees
+  bool room_blocked = false;  // room_fd's counter is at its maximum
   bool shut_wr = false;       // the program shut its write side down
   bool write_failed = false;  // the RDMA stream failed or the peer reset: EPIPE
 
@@ -65,10 +100,12 @@ struct UpgradeConn {
   int rx_error = 0;
   bool rx_paused = false;  // the loop stopped reading the stream: rx is full
 
-  // epoll sets the program registered the connection in (their numbers), so that the
-  // engine's eventfd follows its registrations and leaves with the connection.
+  // Readiness: which descriptor carries each direction, and the program's epoll
+  // registrations the engine mirrors (more than kMaxSets: the rest see the TCP socket only).
+  Route in_route = Route::tcp;
+  Route out_route = Route::tcp;
   static constexpr int kMaxSets = 4;
-  int epoll_sets[kMaxSets] = {-1, -1, -1, -1};
+  MirroredReg regs[kMaxSets];
 
   // Loop thread only.
   Stream stream;
@@ -87,9 +124,21 @@ struct UpgradeConn {
 // that finds nothing (under mu).
 void signal_readers(UpgradeConn& c);
 void drain_signal(UpgradeConn& c);
-// room_fd: made readable (under mu) when a poller waits for room and the write side may
-// take bytes again: room freed in tx, the write side cut over or went back to TCP.
+// The write side's state changed (room freed in tx, cut over, back to TCP): under mu,
+// routes and room_fd follow it, and blocked writers wake.
 void signal_room(UpgradeConn& c);
+
+// upgrade_readiness.cc, all under mu. settle_routes: moves each direction's readiness to
+// where the connection's state says (the connector's read side switches to RDMA here when
+// it read up to the offset), re-applying every mirrored registration, and syncs room_fd.
+// mirror_ctl: the program's epoll_ctl on number fd of the connection succeeded: the
+// registration is recorded (or updated, or forgotten) and applied. unmirror_all: the
+// program's last number closes: every entry the engine made or kept leaves its set.
+void settle_routes(UpgradeConn& c);
+void mirror_ctl(UpgradeConn& c, int epfd, int op, int fd, const epoll_event* ev);
+void unmirror_all(UpgradeConn& c);
+bool readable_now(const UpgradeConn& c);
+bool writable_now(const UpgradeConn& c);
 
 // Loop-side entry points the data path posts to (upgrade_engine.cc).
 void post_flush(UpgradeConn& c);                   // tx has bytes, or shut_wr was set

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 
@@ -33,17 +34,61 @@ std::size_t total(const iovec* iov, int n) {
   return t;
 }
 
-bool readable_now(const UpgradeConn& c) {
-  return c.read_rdma && (!c.rx.empty() || c.rx_eof || c.rx_error != 0);
-}
+using Clock = std::chrono::steady_clock;
 
-// Waits (lock released) until the TCP socket or the eventfd is readable.
-void wait_tcp_or_signal(UpgradeConn& c, std::unique_lock<std::mutex>& lock) {
+// When a blocking call gives up (EAGAIN): the socket's SO_RCVTIMEO or SO_SNDTIMEO from the
+// call's first wait; none when it is 0 (wait for ever). Read once per call, when it is
+// about to wait.
+class Deadline {
+ public:
+  explicit Deadline(int option) : option_(option) {}
+
+  // False when the time is up: the call returns EAGAIN, as the kernel's does.
+  bool before(int fd) {
+    if (!known_) {
+      known_ = true;
+      timeval t{};
+      socklen_t len = sizeof t;
+      if (g_engine_real->getsockopt(fd, SOL_SOCKET, option_, &t, &len) == 0 &&
+          (t.tv_sec != 0 || t.tv_usec != 0)) {
+        limited_ = true;
+        at_ = Clock::now() + std::chrono::seconds(t.tv_sec) + std::chrono::microseconds(t.tv_usec);
+      }
+    }
+    return !limited_ || Clock::now() < at_;
+  }
+  int poll_ms() const {
+    if (!limited_) return -1;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(at_ - Clock::now()).count();
+    return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
+  }
+  void wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock) const {
+    if (limited_) {
+      cv.wait_until(lock, at_);
+    } else {
+      cv.wait(lock);
+    }
+  }
+
+ private:
+  int option_;
+  bool known_ = false;
+  bool limited_ = false;
+  Clock::time_point at_{};
+};
+
+// Waits (lock released) until the TCP socket or the eventfd is readable, or the deadline.
+void wait_tcp_or_signal(UpgradeConn& c, std::unique_lock<std::mutex>& lock, const Deadline& d) {
   lock.unlock();
   pollfd p[2] = {{c.tcp_fd, POLLIN, 0}, {c.event_fd, POLLIN, 0}};
-  g_engine_real->poll(p, 2, -1);
+  g_engine_real->poll(p, 2, d.poll_ms());
   lock.lock();
   if (!readable_now(c)) drain_signal(c);
+}
+
+ssize_t timed_out() {
+  errno = EAGAIN;
+  return -1;
 }
 
 // RDMA bytes from rx into iov (MSG_PEEK leaves them).
@@ -82,6 +127,7 @@ int check_nonce(UpgradeConn& c) {
 ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) {
   if (total(iov, n) == 0) return 0;
   bool nb = nonblocking(c.tcp_fd, flags);
+  Deadline deadline(SO_RCVTIMEO);
   std::unique_lock lock(c.mu);
   for (;;) {
     if (c.read_rdma) {
@@ -96,7 +142,8 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
         errno = EAGAIN;
         return -1;
       }
-      c.cv.wait(lock);
+      if (!deadline.before(c.tcp_fd)) return timed_out();
+      deadline.wait(c.cv, lock);
       continue;
     }
     std::uint64_t allowed = c.read_cap == kNoCap ? kNoCap : c.read_cap - c.tcp_in;
@@ -108,7 +155,7 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
           continue;
         }
       } else if (c.read_cap != kNoCap && !c.acceptor) {
-        c.read_rdma = true;  // the connector read every TCP byte before the cut-over
+        settle_routes(c);  // the connector read every TCP byte before the cut-over
         continue;
       }
       if (nb) {
@@ -116,7 +163,8 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
         errno = EAGAIN;
         return -1;
       }
-      wait_tcp_or_signal(c, lock);
+      if (!deadline.before(c.tcp_fd)) return timed_out();
+      wait_tcp_or_signal(c, lock, deadline);
       continue;
     }
     // TCP bytes, at most up to the cap; the kernel's call never blocks here.
@@ -157,7 +205,8 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
       errno = EAGAIN;
       return -1;
     }
-    wait_tcp_or_signal(c, lock);
+    if (!deadline.before(c.tcp_fd)) return timed_out();
+    wait_tcp_or_signal(c, lock, deadline);
   }
 }
 
@@ -170,6 +219,7 @@ ssize_t fail_write(int flags) {
 ssize_t up_send(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) {
   std::size_t want = total(iov, n);
   bool nb = nonblocking(c.tcp_fd, flags);
+  Deadline deadline(SO_SNDTIMEO);
   std::unique_lock lock(c.mu);
   for (;;) {
     if (c.shut_wr || c.write_failed) return fail_write(flags);
@@ -206,6 +256,7 @@ ssize_t up_send(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
         c.obj->rdma_bytes_out.fetch_add(put, std::memory_order_relaxed);
         c.obj->on_rdma.store(true, std::memory_order_relaxed);
       }
+      settle_routes(c);  // a full tx takes EPOLLOUT away
       if (!c.flush_posted) {
         c.flush_posted = true;
         post_flush(c);
@@ -213,11 +264,9 @@ ssize_t up_send(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
       return static_cast<ssize_t>(put);
     }
     if (want == 0) return 0;
-    if (nb) {
-      errno = EAGAIN;
-      return -1;
-    }
-    c.cv.wait(lock);
+    settle_routes(c);  // held writes: output readiness is room_fd's from now
+    if (nb || !deadline.before(c.tcp_fd)) return timed_out();
+    deadline.wait(c.cv, lock);
   }
 }
 
@@ -245,24 +294,17 @@ bool tcp_input_counts(const UpgradeConn& c) {
   return !c.read_rdma && (c.read_cap == kNoCap || c.tcp_in < c.read_cap || c.verify_nonce);
 }
 
-// After the write side cut over, room in tx (or a failure a write reports at once).
-bool writable_now(const UpgradeConn& c) {
-  return c.wmode == WriteMode::rdma && (c.tx.size() < kBufferCap || c.write_failed || c.shut_wr);
-}
-
 constexpr short kIn = POLLIN | POLLRDNORM;
 constexpr short kOut = POLLOUT | POLLWRNORM;
 
 // Before each poll: the path switches here as in a read (a connector that read every TCP
 // byte before the cut-over), and the eventfd is set when the answer is known already (RDMA
-// bytes that came while TCP was still the path, when nothing was signalled; room in tx).
-// TCP input counts until the cut-over offset, and at it while the acceptor waits for the
-// nonce; TCP output until the write side left TCP.
+// bytes that came while TCP was still the path, when nothing was signalled). TCP input
+// counts until the cut-over offset, and at it while the acceptor waits for the nonce; TCP
+// output until the write side left TCP (room_fd, writable while tx has room, from then).
 short up_poll_prepare(UpgradeConn& c, short events, int* in_fd, int* out_fd) {
   std::lock_guard lock(c.mu);
-  if (!c.read_rdma && !c.acceptor && c.read_cap != kNoCap && c.tcp_in == c.read_cap) {
-    c.read_rdma = true;
-  }
+  settle_routes(c);
   short ask = events;
   *in_fd = (events & kIn) != 0 ? c.event_fd : -1;
   *out_fd = -1;
@@ -271,13 +313,6 @@ short up_poll_prepare(UpgradeConn& c, short events, int* in_fd, int* out_fd) {
   if (c.wmode != WriteMode::tcp && (events & kOut) != 0) {
     ask = static_cast<short>(ask & ~kOut);
     *out_fd = c.room_fd;
-    std::uint64_t v = 1;
-    if (writable_now(c)) {
-      [[maybe_unused]] ssize_t w = g_engine_real->write(c.room_fd, &v, sizeof v);
-    } else {
-      [[maybe_unused]] ssize_t r = g_engine_real->read(c.room_fd, &v, sizeof v);
-      c.want_room = true;
-    }
   }
   return ask;
 }
@@ -302,30 +337,14 @@ short up_poll_result(UpgradeConn& c, short events, short tcp_revents, bool in, b
   return out;
 }
 
-void up_epoll_mirror(UpgradeConn& c, int epfd, int op, const epoll_event* ev) {
-  epoll_event mine{};
-  if (ev != nullptr) {
-    mine.events = ev->events & (EPOLLIN | EPOLLRDNORM | EPOLLET | EPOLLONESHOT);
-    mine.data = ev->data;
-  }
+void up_epoll_mirror(UpgradeConn& c, int epfd, int op, int fd, const epoll_event* ev) {
   std::lock_guard lock(c.mu);
-  g_engine_real->epoll_ctl(epfd, op, c.event_fd, &mine);
-  int* slot = nullptr;
-  for (int& s : c.epoll_sets) {
-    if (s == epfd || (slot == nullptr && s < 0 && op == EPOLL_CTL_ADD)) slot = &s;
-  }
-  if (slot == nullptr) return;
-  *slot = op == EPOLL_CTL_DEL ? -1 : epfd;
+  mirror_ctl(c, epfd, op, fd, ev);
 }
 
-void up_closing(UpgradeConn& c, int fd) {
+void up_closing(UpgradeConn& c, int /*fd*/) {
   std::lock_guard lock(c.mu);
-  for (int& s : c.epoll_sets) {
-    if (s < 0) continue;
-    g_engine_real->epoll_ctl(s, EPOLL_CTL_DEL, fd, nullptr);
-    g_engine_real->epoll_ctl(s, EPOLL_CTL_DEL, c.event_fd, nullptr);
-    s = -1;
-  }
+  unmirror_all(c);
 }
 
 }  // namespace
@@ -346,17 +365,20 @@ int nonce_verdict(UpgradeConn& c) {
   return v;
 }
 
+// Before input moved to the eventfd it says "something changed" (a poller asks again);
+// after, it is level: set only while a read would not block.
 void signal_readers(UpgradeConn& c) {
-  std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t w = g_engine_real->write(c.event_fd, &one, sizeof one);
+  settle_routes(c);
+  if (c.in_route == Route::tcp || readable_now(c)) {
+    std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = g_engine_real->write(c.event_fd, &one, sizeof one);
+  }
   c.cv.notify_all();
 }
 
 void signal_room(UpgradeConn& c) {
-  if (!c.want_room) return;
-  c.want_room = false;
-  std::uint64_t one = 1;
-  [[maybe_unused]] ssize_t w = g_engine_real->write(c.room_fd, &one, sizeof one);
+  settle_routes(c);
+  c.cv.notify_all();
 }
 
 void drain_signal(UpgradeConn& c) {
