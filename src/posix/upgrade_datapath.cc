@@ -15,6 +15,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <vector>
 
 #include "posix/upgrade.h"
 #include "posix/upgrade_conn.h"
@@ -124,10 +125,9 @@ int check_nonce(UpgradeConn& c) {
   return consumed == static_cast<ssize_t>(sizeof got) ? 1 : -1;
 }
 
-ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) {
-  if (total(iov, n) == 0) return 0;
-  bool nb = nonblocking(c.tcp_fd, flags);
-  Deadline deadline(SO_RCVTIMEO);
+// One read: what is there now on the connection's current path (waiting for something
+// when blocking), never across the cut-over offset (MSG_WAITALL is up_recv's).
+ssize_t recv_once(UpgradeConn& c, const iovec* iov, int n, int flags, bool nb, Deadline& deadline) {
   std::unique_lock lock(c.mu);
   for (;;) {
     if (c.read_rdma) {
@@ -180,8 +180,7 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
     m.msg_iov = part;
     m.msg_iovlen = static_cast<std::size_t>(k);
     lock.unlock();
-    ssize_t r =
-        g_engine_real->recvmsg(c.tcp_fd, &m, (flags & (MSG_PEEK | MSG_WAITALL)) | MSG_DONTWAIT);
+    ssize_t r = g_engine_real->recvmsg(c.tcp_fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
     int err = errno;
     lock.lock();
     if (r > 0) {
@@ -208,6 +207,36 @@ ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) 
     if (!deadline.before(c.tcp_fd)) return timed_out();
     wait_tcp_or_signal(c, lock, deadline);
   }
+}
+
+// MSG_WAITALL on a blocking socket fills the whole buffer across the cut-over offset (TCP
+// bytes, then RDMA bytes) as the kernel's would across segments; end of stream, an error
+// or SO_RCVTIMEO end it early with the bytes so far (or the error when there are none).
+ssize_t up_recv(UpgradeConn& c, int /*fd*/, const iovec* iov, int n, int flags) {
+  std::size_t want = total(iov, n);
+  if (want == 0) return 0;
+  bool nb = nonblocking(c.tcp_fd, flags);
+  Deadline deadline(SO_RCVTIMEO);
+  if ((flags & MSG_WAITALL) == 0 || (flags & MSG_PEEK) != 0 || nb) {
+    return recv_once(c, iov, n, flags, nb, deadline);
+  }
+  std::vector<iovec> rest(iov, iov + n);
+  std::size_t first = 0;  // rest[first..] is still to fill
+  std::size_t got = 0;
+  while (got < want) {
+    ssize_t r = recv_once(c, rest.data() + first, static_cast<int>(rest.size() - first),
+                          flags & ~MSG_WAITALL, false, deadline);
+    if (r <= 0) return got > 0 ? static_cast<ssize_t>(got) : r;
+    got += static_cast<std::size_t>(r);
+    for (auto k = static_cast<std::size_t>(r); k > 0;) {
+      std::size_t step = std::min(k, rest[first].iov_len);
+      rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + step;
+      rest[first].iov_len -= step;
+      k -= step;
+      if (rest[first].iov_len == 0 && first + 1 < rest.size()) ++first;
+    }
+  }
+  return static_cast<ssize_t>(got);
 }
 
 ssize_t fail_write(int flags) {

@@ -1,7 +1,8 @@
 // Readiness and options on an upgraded connection (docs/socket-shim.md, "Readiness lives in
 // a shim-owned eventfd"), in the Soft-RoCE guest through the C API: epoll registrations
 // made before the upgrade, several sets, EPOLLONESHOT, EPOLLOUT back-pressure, a reader
-// after the peer's TCP FIN, SO_RCVTIMEO/SO_SNDTIMEO. Each waits with a deadline, never a
+// after the peer's TCP FIN, SO_RCVTIMEO/SO_SNDTIMEO, MSG_WAITALL across the cut-over
+// offset. Each waits with a deadline, never a
 // sleep; a check that something does not happen looks once its cause is known to be there.
 #include <fcntl.h>
 #include <poll.h>
@@ -373,6 +374,29 @@ TEST_F(ShimUpgradeReadiness, SocketTimeoutsEndBlockedReadsAndWrites) {
   writer.join();
   EXPECT_TRUE(ended) << "a blocked write ignored SO_SNDTIMEO, " << sent << " bytes sent";
   EXPECT_EQ(err, EAGAIN);
+}
+
+// A blocking MSG_WAITALL read spans the cut-over offset: its first bytes come over TCP, the
+// rest over RDMA, and it returns once the whole buffer is full, as TCP's does.
+TEST_F(ShimUpgradeReadiness, WaitAllFillsTheBufferAcrossTheCutOver) {
+  l_ = shim_listen();
+  c_ = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c_, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  s_ = rmsg_accept(l_, nullptr, nullptr);
+  ASSERT_GE(s_, 0);
+  auto up = pattern(4000, 16);
+  std::vector<unsigned char> got(up.size());
+  ssize_t r = -1;
+  std::thread reader([&] { r = rmsg_recv(s_, got.data(), got.size(), MSG_WAITALL); });
+  EXPECT_TRUE(write_all(c_, up.data(), 1000));  // before the attempt ends: TCP
+  EXPECT_TRUE(attempt_over(c_));
+  EXPECT_EQ(upgrade_view(c_).fallback, "none");
+  EXPECT_TRUE(write_all(c_, up.data() + 1000, 3000));
+  reader.join();
+  EXPECT_EQ(r, 4000);
+  EXPECT_TRUE(got == up);
+  EXPECT_EQ(upgrade_view(c_).rdma_bytes_out, 3000u);
+  EXPECT_EQ(upgrade_view(s_).rdma_bytes_in, 3000u);
 }
 
 }  // namespace
