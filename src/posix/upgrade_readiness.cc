@@ -26,31 +26,47 @@ bool has_events(std::uint32_t mask) {
   return (mask & ~kFlagBits) != 0;
 }
 
-// Whether one of the registration's EPOLLONESHOT entries fired since it was last armed:
-// the kernel then left only the flag bits in its mask (/proc/self/fdinfo/EPFD lists each
-// entry as "tfd: N events: MASK data: ..."). One fired entry disarms the registration.
+// One line of /proc/self/fdinfo/EPFD ("tfd: N events: MASK data: ..."): an entry of the
+// registration's whose mask the kernel cut to the flag bits, as it does when an
+// EPOLLONESHOT entry fires.
+bool fired_entry(const UpgradeConn& c, const MirroredReg& r, const char* line) {
+  int tfd = -1;
+  unsigned events = 0;
+  if (std::sscanf(line, "tfd: %d events: %x", &tfd, &events) != 2) return false;
+  std::uint32_t gave = tfd == r.fd         ? r.fd_mask
+                       : tfd == c.event_fd ? r.in_mask
+                       : tfd == c.room_fd  ? r.room_mask
+                                           : 0;
+  return has_events(gave) && !has_events(events);
+}
+
+// Whether one of the registration's EPOLLONESHOT entries fired since it was last armed
+// (one fired entry disarms the registration). The file is read line by line: a set may
+// hold thousands of entries.
 bool fired(const UpgradeConn& c, const MirroredReg& r) {
   char path[48];
   std::snprintf(path, sizeof path, "/proc/self/fdinfo/%d", r.epfd);
   int f = ::open(path, O_RDONLY | O_CLOEXEC);
   if (f < 0) return false;
-  char buf[8192];
-  ssize_t n = ::read(f, buf, sizeof buf - 1);
-  ::close(f);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  for (char* line = std::strstr(buf, "tfd:"); line != nullptr;
-       line = std::strstr(line + 4, "tfd:")) {
-    int tfd = -1;
-    unsigned events = 0;
-    if (std::sscanf(line, "tfd: %d events: %x", &tfd, &events) != 2) continue;
-    std::uint32_t gave = tfd == r.fd         ? r.fd_mask
-                         : tfd == c.event_fd ? r.in_mask
-                         : tfd == c.room_fd  ? r.room_mask
-                                             : 0;
-    if (has_events(gave) && !has_events(events)) return true;
+  char buf[4096];
+  std::size_t have = 0;
+  bool hit = false;
+  for (;;) {
+    ssize_t n = g_engine_real->read(f, buf + have, sizeof buf - 1 - have);
+    if (n <= 0) break;
+    have += static_cast<std::size_t>(n);
+    buf[have] = '\0';
+    char* line = buf;
+    for (char* nl = nullptr; (nl = std::strchr(line, '\n')) != nullptr; line = nl + 1) {
+      *nl = '\0';
+      hit = hit || fired_entry(c, r, line);
+    }
+    have = static_cast<std::size_t>(buf + have - line);
+    std::memmove(buf, line, have);
+    if (have == sizeof buf - 1) have = 0;  // longer than any entry's line
   }
-  return false;
+  g_engine_real->close(f);
+  return hit;
 }
 
 // One entry of the registration's set to `want` (0: not in the set), from `had`.
