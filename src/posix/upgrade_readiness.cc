@@ -5,6 +5,7 @@
 // C library's (g_engine_real), never the shim's.
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -117,6 +118,16 @@ void apply(UpgradeConn& c, MirroredReg& r, bool armed, bool force) {
   put(r.epfd, c.room_fd, r.room_mask, out, r.data, force && out != 0);
 }
 
+// Whether the program's number r.fd still names the connection's socket: a registration
+// under a number the program closed while another number kept the socket open (the core
+// reports only the last close) must not touch whatever the number names now.
+bool still_ours(const UpgradeConn& c, const MirroredReg& r) {
+  struct stat a {};
+  struct stat b {};
+  return ::fstat(r.fd, &a) == 0 && ::fstat(c.tcp_fd, &b) == 0 && a.st_ino == b.st_ino &&
+         a.st_dev == b.st_dev;
+}
+
 void sync_room(UpgradeConn& c) {
   bool room = c.wmode == WriteMode::tcp || writable_now(c);
   if (room != c.room_blocked) return;
@@ -166,6 +177,12 @@ void settle_routes(UpgradeConn& c) {
   if (!moved) return;
   for (MirroredReg& r : c.regs) {
     if (r.epfd < 0) continue;
+    if (!still_ours(c, r)) {
+      put(r.epfd, c.event_fd, r.in_mask, 0, 0, false);
+      put(r.epfd, c.room_fd, r.room_mask, 0, 0, false);
+      r = MirroredReg{};
+      continue;
+    }
     if ((r.events & EPOLLONESHOT) != 0 && !r.disarmed) r.disarmed = fired(c, r);
     apply(c, r, !r.disarmed, false);
   }

@@ -229,7 +229,7 @@ TEST_F(ShimUpgradeReadiness, EpollOutFollowsRoomInTheRdmaSendBuffer) {
     ASSERT_EQ(ctl(et, EPOLL_CTL_ADD, c, EPOLLOUT | EPOLLET, 2), 0);
   });
   set_nonblocking(c_);
-  auto up = pattern(6 << 20, 13);
+  auto up = pattern(3 << 20, 13);
   std::size_t sent = 0;
   auto write_some = [&] {  // until EAGAIN; false when the first write got EAGAIN
     bool first = true;
