@@ -107,6 +107,11 @@ void apply(UpgradeConn& c, MirroredReg& r, bool armed, bool force) {
     if (in != 0) in = flags;
     if (out != 0) out = flags;
   }
+  // With no event of the program's left, the socket's entry would still report the
+  // kernel's EPOLLERR/EPOLLHUP (added at every MOD) level-triggered: a TCP connection shut
+  // down both ways while RDMA bytes are still on their way would spin a level reader.
+  // One-shot, it wakes the program once (its read then says what the logical stream has).
+  if (!has_events(on_fd)) on_fd |= EPOLLONESHOT;
   // The program's number has its entry already (its own epoll_ctl): it is only changed.
   if (on_fd != r.fd_mask) {
     epoll_event ev{};

@@ -278,18 +278,21 @@ TEST_F(ShimUpgradeReadiness, EpollOutFollowsRoomInTheRdmaSendBuffer) {
   rmsg_close(et);
 }
 
-// The peer writes, then shuts its write side down: its TCP FIN overtakes RDMA bytes still
-// in flight. A level-triggered reader is woken by bytes and the end of stream only, not
-// spun by the FIN on the idle TCP socket.
-TEST_F(ShimUpgradeReadiness, ALevelTriggeredReaderDoesNotSpinOnThePeersTcpFin) {
-  connect_pair();
-  set_nonblocking(s_);
+// The peer writes 2 MiB, then shuts its write side down: its TCP FIN overtakes RDMA bytes
+// still in flight. A level-triggered reader (one read per wake-up) counts the wake-ups that
+// found nothing to read; `shut_first`: it shut its own write side down before, so the TCP
+// connection is shut both ways (the kernel's EPOLLHUP) while the bytes still come.
+void level_reader_after_fin(int c, int s, bool shut_first) {
+  set_nonblocking(s);
+  if (shut_first) {
+    ASSERT_EQ(rmsg_shutdown(s, SHUT_WR), 0);
+  }
   int ep = rmsg_epoll_create1(0);
-  ASSERT_EQ(ctl(ep, EPOLL_CTL_ADD, s_, EPOLLIN, 5), 0);
+  ASSERT_EQ(ctl(ep, EPOLL_CTL_ADD, s, EPOLLIN, 5), 0);
   auto up = pattern(2 << 20, 14);
   std::thread writer([&] {
-    EXPECT_TRUE(write_all(c_, up.data(), up.size()));
-    EXPECT_EQ(rmsg_shutdown(c_, SHUT_WR), 0);
+    EXPECT_TRUE(write_all(c, up.data(), up.size()));
+    EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
   });
   std::vector<unsigned char> got;
   int wakeups = 0;
@@ -303,7 +306,7 @@ TEST_F(ShimUpgradeReadiness, ALevelTriggeredReaderDoesNotSpinOnThePeersTcpFin) {
     }
     ++wakeups;
     unsigned char buf[65536];
-    ssize_t r = rmsg_read(s_, buf, sizeof buf);  // one read per wake-up: level-triggered
+    ssize_t r = rmsg_read(s, buf, sizeof buf);
     if (r > 0) got.insert(got.end(), buf, buf + r);
     if (r == 0) open = false;
     if (r < 0) {
@@ -313,9 +316,22 @@ TEST_F(ShimUpgradeReadiness, ALevelTriggeredReaderDoesNotSpinOnThePeersTcpFin) {
   }
   writer.join();
   EXPECT_TRUE(got == up) << got.size();
-  std::printf("level reader: %d wake-ups, %d found nothing\n", wakeups, eagain);
+  std::printf("level reader%s: %d wake-ups, %d found nothing\n",
+              shut_first ? " (shut first)" : "", wakeups, eagain);
   EXPECT_LE(eagain, 8);
   rmsg_close(ep);
+}
+
+TEST_F(ShimUpgradeReadiness, ALevelTriggeredReaderDoesNotSpinOnThePeersTcpFin) {
+  connect_pair();
+  level_reader_after_fin(c_, s_, false);
+}
+
+// The same with the TCP connection shut down both ways: its EPOLLHUP, which no mask
+// holds back, is reported once, not for as long as the RDMA bytes take.
+TEST_F(ShimUpgradeReadiness, ALevelTriggeredReaderThatShutItsWritesDoesNotSpinOnTcpHangUp) {
+  connect_pair();
+  level_reader_after_fin(c_, s_, true);
 }
 
 // SO_RCVTIMEO and SO_SNDTIMEO on blocking upgraded sockets: EAGAIN once the time passed
