@@ -114,6 +114,7 @@ struct UpgradeConn {
   bool challenged = false;    // connector: CHALLENGE taken; acceptor: CHALLENGE sent
   bool cutover_in = false;    // connector: CUTOVER taken
   bool closing = false;       // the program closed: finish and free
+  bool held_at_exit = false;  // exit() closed it for the program: finished, never freed
   WatchId verify_watch{};     // acceptor: at the offset, waiting for the nonce on TCP
   std::size_t nonce_out = 0;  // connector: nonce bytes written into TCP
   WatchId nonce_watch{};      // connector: waiting for TCP room for the rest of the nonce

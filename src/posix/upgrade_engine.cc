@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -78,6 +79,12 @@ Engine* engine() {
     en->loop = std::move(loop.value());
     en->pid = getpid();
     en->thread = std::thread([l = en->loop.get()] { (void)l->run(); });
+    // The loop thread runs until at_exit() stops it, after the statics made before this
+    // registration are destroyed: the error categories it compares against must be made
+    // first (a static made later is destroyed before at_exit() runs).
+    (void)rmsg::error_category();
+    (void)std::generic_category();
+    (void)std::system_category();
     std::atexit(at_exit);
     return en;
   }();
@@ -141,8 +148,10 @@ void free_conn(UpgradeConn* c) {
   g_engine_real->close(c->tcp_fd);
   g_engine_real->close(c->event_fd);
   g_engine_real->close(c->room_fd);
-  // Past exit() another program thread may still be inside a data call on it.
-  if (!engine()->exiting.load(std::memory_order_acquire)) delete c;
+  // One exit() closed while the program held it: another program thread may still be
+  // inside a data call on it. One the program closed itself is freed (a leak checker at
+  // exit would report it otherwise).
+  if (!c->held_at_exit) delete c;
 }
 
 // The attempt failed before both directions cut over: the connection is exact TCP again.
@@ -666,8 +675,10 @@ void upg::at_exit() {
       if (c->obj != nullptr) open.emplace_back(c, c->obj);
     }
   }
-  e->exiting.store(true, std::memory_order_release);
-  for (auto& [c, o] : open) upgrade_closed(*c, *o);
+  for (auto& [c, o] : open) {
+    c->held_at_exit = true;  // before the post that leads to free_conn on the loop
+    upgrade_closed(*c, *o);
+  }
   // Accepted streams whose OFFER never came carry no program byte.
   e->loop->post([e] {
     for (Stream& s : e->offers) s.close();

@@ -63,7 +63,6 @@ struct Engine {
     std::lock_guard lock(drain_mu);
     drained.notify_all();
   }};
-  std::atomic<bool> exiting{false};  // past exit(): connections are finished, never freed
 };
 
 #define UPG_DEBUG(...)                                                        \
