@@ -316,8 +316,8 @@ void level_reader_after_fin(int c, int s, bool shut_first) {
   }
   writer.join();
   EXPECT_TRUE(got == up) << got.size();
-  std::printf("level reader%s: %d wake-ups, %d found nothing\n",
-              shut_first ? " (shut first)" : "", wakeups, eagain);
+  std::printf("level reader%s: %d wake-ups, %d found nothing\n", shut_first ? " (shut first)" : "",
+              wakeups, eagain);
   EXPECT_LE(eagain, 8);
   rmsg_close(ep);
 }
