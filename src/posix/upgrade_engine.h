@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <list>
 #include <map>
 #include <memory>
@@ -66,9 +67,15 @@ struct Engine {
   std::atomic<bool> exiting{false};  // past exit(): connections are finished, never freed
 };
 
-#define UPG_DEBUG(...)                                                        \
-  do {                                                                        \
-    if (std::getenv("RMSG_UPGRADE_DEBUG")) std::fprintf(stderr, __VA_ARGS__); \
+// With a monotonic time stamp (ms), as the transport's own lines.
+#define UPG_DEBUG(...)                                                                \
+  do {                                                                                \
+    if (std::getenv("RMSG_UPGRADE_DEBUG")) {                                          \
+      timespec upg_t{};                                                               \
+      clock_gettime(CLOCK_MONOTONIC, &upg_t);                                         \
+      std::fprintf(stderr, "%ld.%03ld ", static_cast<long>(upg_t.tv_sec), upg_t.tv_nsec / 1000000); \
+      std::fprintf(stderr, __VA_ARGS__);                                              \
+    }                                                                                 \
   } while (0)
 
 Engine* engine();  // the process's engine, made (and its thread started) on first use
