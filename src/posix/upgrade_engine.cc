@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include <condition_variable>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <future>
 #include <list>
 #include <map>

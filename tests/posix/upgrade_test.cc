@@ -319,8 +319,7 @@ TEST_F(ShimUpgrade, APollDuringTheAttemptSaysReadableOnlyWithBytesToRead) {
   ASSERT_TRUE(write_all(c, cookie.data(), cookie.size()));
   EXPECT_TRUE(attempt_over(c));
   // Until the acceptor cut over too (a deadline, not a wait for an event).
-  for (int i = 0; i < 10000 && (server_fd < 0 || upgrade_view(server_fd).fallback != "none");
-       ++i) {
+  for (int i = 0; i < 10000 && (server_fd < 0 || upgrade_view(server_fd).fallback != "none"); ++i) {
     pollfd none{-1, 0, 0};
     rmsg_poll(&none, 1, 1);
   }
