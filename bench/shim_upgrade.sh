@@ -21,7 +21,7 @@ perf="$build/bin/rmsg-perf --transport rdma --baseline posix"
 pp="$build/bin/shim_pingpong_2host"
 run="$build/bin/rmsg-run"
 dir=$(mktemp -d)
-secs=${RMSG_BENCH_IPERF_SECONDS:-12}
+secs=${RMSG_BENCH_IPERF_SECONDS:-10}
 TIMEFORMAT='%U %S'
 
 if [ "$role" = server ]; then
@@ -47,15 +47,15 @@ for _ in $(seq 600); do
   sleep 0.2
 done
 echo "== 64 B ping-pong, one-way us: rmsg-perf RDMA stream vs kernel TCP (posix baseline)"
-$perf --connect "$peer:18515" --test lat --size 64 --iters 5000 --repeat 5 --json
+$perf --connect "$peer:18515" --test lat --size 64 --iters 1000 --repeat 3 --json 2> /dev/null
 echo "== 64 B ping-pong through the shim: ROUND MEDIAN_US P99_US CPU_US_PER_ROUND_TRIP"
-RMSG_UPGRADE=on RMSG_STATS=$dir/capi.jsonl $pp capi client "$peer" 5401 4000 5 5000 ||
+RMSG_UPGRADE=on RMSG_STATS=$dir/capi.jsonl $pp capi client "$peer" 5401 4000 3 1000 ||
   echo "shim_pingpong_2host capi client failed"
 sed 's/^/client capi stats: /' "$dir/capi.jsonl"
-$pp libc client "$peer" 5402 1000 5 5000 || echo "shim_pingpong_2host libc client failed"
+$pp libc client "$peer" 5402 1000 3 1000 || echo "shim_pingpong_2host libc client failed"
 
 echo "== bandwidth, 64 KiB writes: rmsg-perf RDMA stream vs kernel TCP (posix baseline)"
-$perf --connect "$peer:18515" --test bw --size 64K --iters 2000 --repeat 5 --json
+$perf --connect "$peer:18515" --test bw --size 64K --iters 500 --repeat 3 --json 2> /dev/null
 
 # iperf3 -J's one-second intervals after the first 4 s (the cut-over): median and lowest.
 iperf_rates() {
