@@ -59,15 +59,28 @@ int rmsg_bind(int fd, const sockaddr* addr, socklen_t len) {
 
 int rmsg_listen(int fd, int backlog) {
   Runtime* rt = runtime();
+  SocketObject* o = own_object(rt, fd);
+  const UpgradeHooks* h = o != nullptr ? upgrade_hooks() : nullptr;
+  // The engine's rdma_cm listener goes up before the kernel's: a client that connects as
+  // soon as the kernel listens (one retrying until the server is up) would otherwise
+  // reach a port without it and take the answer for a peer without the shim. A socket
+  // without a port yet gets one from listen(), so its engine listener follows.
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  bool early = h != nullptr && g_real.getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0 &&
+               reinterpret_cast<sockaddr_in&>(a).sin_port != 0;  // same offset in sockaddr_in6
+  if (early) {
+    int saved = errno;
+    h->listening(fd, *o);
+    errno = saved;
+  }
   int rc = g_real.listen(fd, backlog);
-  if (rc == 0) {
-    if (SocketObject* o = own_object(rt, fd)) {
-      o->state.store(SocketState::listening, std::memory_order_release);
-      if (const UpgradeHooks* h = upgrade_hooks()) {
-        int saved = errno;
-        h->listening(fd, *o);
-        errno = saved;
-      }
+  if (rc == 0 && o != nullptr) {
+    o->state.store(SocketState::listening, std::memory_order_release);
+    if (h != nullptr && !early) {
+      int saved = errno;
+      h->listening(fd, *o);
+      errno = saved;
     }
   }
   return rc;

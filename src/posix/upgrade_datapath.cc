@@ -346,9 +346,22 @@ short up_poll_prepare(UpgradeConn& c, short events, int* in_fd, int* out_fd) {
   return ask;
 }
 
+// Input is reported only when a read would find something: a program that reads a
+// blocking socket after poll said readable (iperf3's control connection) would otherwise
+// sleep in that read until the peer's next bytes. At the cut-over offset the TCP bytes
+// past it are the nonce, not the program's: the verdict is settled here, as a read would.
 short up_poll_result(UpgradeConn& c, short events, short tcp_revents, bool in, bool /*out*/) {
   std::lock_guard lock(c.mu);
   short out = tcp_revents;
+  if (!c.read_rdma && c.read_cap != kNoCap && c.tcp_in == c.read_cap) {
+    if (c.verify_nonce && (tcp_revents & kIn) != 0) {
+      int v = nonce_verdict(c);
+      if (v != 0) post_nonce_seen(c, v > 0);
+    } else if (!c.acceptor) {
+      c.read_rdma = true;  // the connector read every TCP byte before the cut-over
+    }
+    if (!c.read_rdma && c.read_cap != kNoCap) out = static_cast<short>(out & ~kIn);
+  }
   if (!tcp_input_counts(c)) {
     out = static_cast<short>(out & ~kIn);
     if (readable_now(c)) {
@@ -357,7 +370,7 @@ short up_poll_result(UpgradeConn& c, short events, short tcp_revents, bool in, b
       drain_signal(c);  // stale: nothing to read
     }
   } else if (in) {
-    out = static_cast<short>(out | (events & kIn));  // a change of state: the read decides
+    drain_signal(c);  // a change of state with nothing to read yet (the kernel's answer stands)
   }
   if (c.wmode != WriteMode::tcp) {
     out = static_cast<short>(out & ~kOut);

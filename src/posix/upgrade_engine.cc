@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <future>
 #include <list>
 #include <map>
@@ -36,6 +37,7 @@
 #include "rdma/rdma_connect.h"
 #include "rmsg/address.h"
 #include "rmsg/event_loop.h"
+#include "rmsg/log.h"
 #include "rmsg/rdma.h"
 
 namespace rmsg::posix {
@@ -71,6 +73,17 @@ Engine* engine() {
       en->timeout = std::chrono::milliseconds(std::atoi(t));
     }
     if (!en->on) return en;
+    // The transport's own reasons (a CM reject, a failed setup) beside the engine's steps.
+    if (std::getenv("RMSG_UPGRADE_DEBUG")) {
+      set_log_handler(
+          [](LogLevel l, std::string_view m) {
+            timespec t{};
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            std::fprintf(stderr, "%ld.%03ld rmsg %s: %.*s\n", static_cast<long>(t.tv_sec),
+                         t.tv_nsec / 1000000, to_string(l), static_cast<int>(m.size()), m.data());
+          },
+          LogLevel::debug);
+    }
     auto loop = EventLoop::create();
     if (!loop) {
       en->on = false;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <list>
 #include <map>
 #include <memory>
@@ -42,7 +43,7 @@ struct Engine {
   pid_t pid = 0;  // a fork() child has no engine thread: it never upgrades
   std::thread thread;
   std::uint16_t port_offset = 0;
-  std::chrono::milliseconds timeout{2000};
+  std::chrono::milliseconds timeout{5000};
   std::unique_ptr<EventLoop> loop;
   std::mutex map_mu;
   std::map<Key, UpgradeConn*> acceptors;  // accepted connections still open, by 4-tuple
@@ -65,9 +66,16 @@ struct Engine {
   }};
 };
 
-#define UPG_DEBUG(...)                                                        \
-  do {                                                                        \
-    if (std::getenv("RMSG_UPGRADE_DEBUG")) std::fprintf(stderr, __VA_ARGS__); \
+// With a monotonic time stamp (ms), as the transport's own lines.
+#define UPG_DEBUG(...)                                                    \
+  do {                                                                    \
+    if (std::getenv("RMSG_UPGRADE_DEBUG")) {                              \
+      timespec upg_t{};                                                   \
+      clock_gettime(CLOCK_MONOTONIC, &upg_t);                             \
+      std::fprintf(stderr, "%ld.%03ld ", static_cast<long>(upg_t.tv_sec), \
+                   upg_t.tv_nsec / 1000000);                              \
+      std::fprintf(stderr, __VA_ARGS__);                                  \
+    }                                                                     \
   } while (0)
 
 Engine* engine();  // the process's engine, made (and its thread started) on first use

@@ -17,21 +17,28 @@ import time
 async def serve(addr, port):
     done = asyncio.Event()
 
+    failed = []
+
     async def handle(reader, writer):
-        while True:
-            data = await reader.read(1 << 16)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-        writer.close()
-        await writer.wait_closed()
-        done.set()
+        try:
+            while True:
+                data = await reader.read(1 << 16)
+                if not data:
+                    break
+                writer.write(data)
+                await writer.drain()
+            writer.close()
+            await writer.wait_closed()
+        except OSError as e:  # the server exits with the error instead of waiting for ever
+            print("asyncio echo server: %r" % e, file=sys.stderr)
+            failed.append(e)
+        finally:
+            done.set()
 
     server = await asyncio.start_server(handle, addr, port)
     async with server:
         await done.wait()
-    return 0
+    return 1 if failed else 0
 
 
 async def connect(addr, port):

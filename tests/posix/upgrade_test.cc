@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <rdma/rdma_cma.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -210,6 +212,106 @@ TEST_F(ShimUpgrade, NonBlockingConnectAndSelectUpgradeAndSeeRdmaBytes) {
   EXPECT_TRUE(got == up) << got.size();
   EXPECT_EQ(view.fallback, "none");
   EXPECT_EQ(view.rdma_bytes_in, up.size() - 1000);
+}
+
+// A blocking reader that waits in poll() and reads when poll says so (iperf3's control
+// connection): during the attempt the engine's state changes (OFFER, nonce, CUTOVER) must
+// not read as input, or the program's read sleeps until the peer's next bytes.
+TEST_F(ShimUpgrade, APollDuringTheAttemptSaysReadableOnlyWithBytesToRead) {
+  int l = shim_listen();
+  std::atomic<int> server_fd{-1};
+  int spurious = 0;
+  std::string got;
+  rmsg::posix::seams::UpgradeView view;
+  std::thread server([&] {
+    int c = rmsg_accept(l, nullptr, nullptr);
+    ASSERT_GE(c, 0);
+    unsigned char cookie[37];
+    EXPECT_EQ(rmsg_recv(c, cookie, sizeof cookie, MSG_WAITALL), 37);
+    server_fd = c;
+    char buf[64];
+    for (;;) {
+      pollfd p{c, POLLIN, 0};
+      ASSERT_EQ(rmsg_poll(&p, 1, 20000), 1) << got;  // a deadline, not a wait for an event
+      ssize_t n = rmsg_recv(c, buf, sizeof buf, MSG_DONTWAIT);
+      if (n < 0) {
+        ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+        ++spurious;  // readable, and nothing to read: a blocking read would sleep here
+        continue;
+      }
+      if (n == 0) break;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    view = upgrade_view(c);
+    rmsg_close(c);
+  });
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  auto cookie = pattern(37, 9);
+  ASSERT_TRUE(write_all(c, cookie.data(), cookie.size()));
+  EXPECT_TRUE(attempt_over(c));
+  // Until the acceptor cut over too (a deadline, not a wait for an event).
+  for (int i = 0; i < 10000 && (server_fd < 0 || upgrade_view(server_fd).fallback != "none"); ++i) {
+    pollfd none{-1, 0, 0};
+    rmsg_poll(&none, 1, 1);
+  }
+  ASSERT_EQ(rmsg_write(c, "hello", 5), 5);
+  EXPECT_EQ(rmsg_shutdown(c, SHUT_WR), 0);
+  server.join();
+  auto client_view = upgrade_view(c);
+  rmsg_close(c);
+  rmsg_close(l);
+  EXPECT_EQ(got, "hello");
+  EXPECT_EQ(spurious, 0) << "poll said readable with nothing to read";
+  EXPECT_EQ(client_view.fallback, "none");
+  EXPECT_EQ(view.fallback, "none");
+  EXPECT_EQ(view.rdma_bytes_in, 5u);
+}
+
+// A connector that the kernel lets connect as soon as listen() returns (a client retrying
+// until the server listens) must find the rdma_cm listener there: the shim puts it up
+// before the kernel's listen. Checked right after the first TCP connect succeeds: the
+// rdma_cm port is taken (a bind there fails with EADDRINUSE).
+TEST_F(ShimUpgrade, TheRdmaListenerIsUpBeforeTheKernelAcceptsAConnection) {
+  for (int round = 0; round < 5; ++round) {
+    int l = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a = addr_;
+    a.sin_port = 0;
+    ASSERT_EQ(rmsg_bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(rmsg_getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    rdma_event_channel* ch = rdma_create_event_channel();
+    ASSERT_NE(ch, nullptr);
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    std::atomic<bool> spinning{false};
+    int bind_rc = 0, bind_errno = 0;
+    std::thread client([&] {
+      // The plain C library's calls: this end is no shimmed program.
+      for (int i = 0; i < 200000; ++i) {
+        int s = ::socket(AF_INET, SOCK_STREAM, 0);
+        int rc = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+        ::close(s);
+        spinning = true;
+        if (rc == 0) {
+          bind_rc = rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a));
+          bind_errno = errno;
+          return;
+        }
+      }
+      bind_rc = -2;
+    });
+    while (!spinning.load()) std::this_thread::yield();
+    ASSERT_EQ(rmsg_listen(l, 8), 0);
+    client.join();
+    rdma_destroy_id(id);
+    rdma_destroy_event_channel(ch);
+    rmsg_close(l);
+    ASSERT_NE(bind_rc, -2) << "never connected";
+    EXPECT_EQ(bind_rc, -1) << "round " << round << ": the rdma_cm port was free after the "
+                           << "kernel accepted a connection";
+    EXPECT_EQ(bind_errno, EADDRINUSE) << std::strerror(bind_errno);
+  }
 }
 
 // An acceptor whose program only writes once it read the first bytes (iperf3's reverse
