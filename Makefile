@@ -20,7 +20,7 @@ endif
 TIERS   := build host asan tsan clang rdma rdma-asan
 
 .PHONY: all deps deps-test configure build demo test test-host test-asan test-tsan \
-        test-clang test-rdma test-rdma-asan fuzz install deb deb-check lint format clean
+        test-clang test-rdma test-rdma-asan soak fuzz install deb deb-check lint format clean
 
 all: build
 
@@ -91,6 +91,11 @@ fuzz: build-clang/build.ninja
 # Soft-RoCE: every rdma-labelled test inside one qemu guest boot (tests/softroce/).
 test-rdma: build
 	$(CTEST) --test-dir $(BUILD) -L rdma
+
+# Long and load-sensitive runs, not `make test` steps: real programs across two guests
+# (iperf3, a Python asyncio pair under rmsg-run), each its own pair of boots.
+soak: build
+	$(CTEST) --test-dir $(BUILD) -L soak
 
 # The RDMA tests built with ASan+UBSan, in a second guest boot.
 test-rdma-asan: build-asan/build.ninja
