@@ -2,7 +2,8 @@
 // surviving every reconnect. Design, decision order, policies and bounds:
 // docs/messenger.md; every byte on the wire: docs/protocol.md (Messenger).
 //
-// Each messenger has a configured 64-bit node id. It keeps one session per peer node: the
+// Each messenger has a configured 64-bit node id (rmsg/node_id.h makes and keeps one).
+// It keeps one session per peer node: the
 // messages to that peer, numbered from 1, kept until the peer acknowledged them, and
 // replayed in order on the next connection after a fault; the receiver drops what it
 // already has, so each message reaches the dispatch callback exactly once and in order
@@ -75,11 +76,11 @@
 #include "rmsg/event_loop.h"
 #include "rmsg/export.h"
 #include "rmsg/messenger_errors.h"
+#include "rmsg/node_id.h"
 #include "rmsg/result.h"
 
 namespace rmsg {
 
-using NodeId = std::uint64_t;
 using ServiceId = std::uint16_t;  // a messenger's user (0: the default one)
 
 enum class SessionPolicy : std::uint8_t { lossless = 0, lossy = 1 };

@@ -120,10 +120,14 @@ struct RMSG_EXPORT RpcResponse {
 };
 
 struct RMSG_EXPORT CallOptions {
-  Clock::time_point deadline{};  // required: absolute, in EventLoop::now()'s clock
+  // When the call gives up: exactly one of the two (a zero value is unset). `deadline` is
+  // absolute, in EventLoop::now()'s clock; `timeout` counts from call(), on the clock of
+  // the peer's loop (Messenger::loop_of(peer), whose clock the call's deadline is kept on).
+  Clock::time_point deadline{};
   // Reuse this (finished) call's id: a retry, answered from the server's dedupe table when
   // the call's reply is there (same method, same session); else the handler runs.
   CallId retry_of = 0;
+  Duration timeout{};  // (after retry_of: positional {deadline, retry_of} stays valid)
 };
 
 struct RMSG_EXPORT MethodOptions {
@@ -257,14 +261,17 @@ class RMSG_EXPORT RpcEndpoint {
 
   // Starts a call; `done` runs exactly once, on the peer's loop, never inside call(). A
   // retry_of id must be one of a call to the same peer. Errors (nothing started, `done`
-  // not run): RpcErrc::timeout (deadline not in the future), RpcErrc::too_large (body over
-  // the messenger's max_message_size less the header), RpcErrc::shutting_down,
-  // Errc::invalid_argument (bad peer, no deadline, a retry_of id of another loop's peer,
-  // or, on the peer's loop, still outstanding), Errc::resource_exhausted (max_outstanding
-  // or a messenger queue bound; for a retry_of call from another thread these come
-  // through `done`: Threading).
+  // not run): RpcErrc::timeout (deadline not in the future, timeout below zero),
+  // RpcErrc::too_large (body over the messenger's max_message_size less the header),
+  // RpcErrc::shutting_down, Errc::invalid_argument (bad peer, neither or both of deadline
+  // and timeout, a retry_of id of another loop's peer, or, on the peer's loop, still
+  // outstanding), Errc::resource_exhausted (max_outstanding or a messenger queue bound;
+  // for a retry_of call from another thread these come through `done`: Threading).
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
+  // The same with CallOptions{.timeout = timeout} (a zero timeout is none: invalid_argument).
+  Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
+                      Duration timeout, CallCallback done);
   // Completes the call with RpcErrc::cancelled and tells the server. False when the call
   // is not outstanding (or another cancel got it first). On the call's loop `done` runs
   // inside cancel(); from another thread on that loop soon after (Threading).
