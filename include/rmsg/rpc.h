@@ -92,7 +92,8 @@ namespace rmsg {
 
 // Why a call failed. 1-5 are also reply statuses on the wire (docs/protocol.md).
 // rmsg::is_retryable: true for timeout and session_reset (a retry may run the handler
-// again: CallOptions::retry_of, above), false for the others.
+// again: CallOptions::retry_of, above), false for the others. rmsg::error_kind:
+// handler_error is application, unknown_method and too_large rejected, the rest their names.
 enum class RpcErrc {
   handler_error = 1,   // the handler answered with an error (RpcResponse::app_code)
   unknown_method = 2,  // the server has no handler for the method

@@ -34,13 +34,32 @@ class RpcCategory final : public std::error_category {
   }
 };
 
+ErrorKind rpc_kind(int code) noexcept {
+  switch (static_cast<RpcErrc>(code)) {
+    case RpcErrc::handler_error:
+      return ErrorKind::application;
+    case RpcErrc::unknown_method:
+    case RpcErrc::too_large:
+      return ErrorKind::rejected;
+    case RpcErrc::shutting_down:
+      return ErrorKind::shutting_down;
+    case RpcErrc::timeout:
+      return ErrorKind::timeout;
+    case RpcErrc::cancelled:
+      return ErrorKind::cancelled;
+    case RpcErrc::session_reset:
+      return ErrorKind::session_reset;
+  }
+  return ErrorKind::other;
+}
+
 }  // namespace
 
 const std::error_category& rpc_category() noexcept {
   static const RpcCategory category;
   // rmsg/rpc.h, RpcErrc: a timeout and a session reset (retry_of says whether it ran).
-  static const bool rule =
-      register_retryable(category, retry_codes({RpcErrc::timeout, RpcErrc::session_reset}));
+  static const bool rule = register_retryable(
+      category, retry_codes({RpcErrc::timeout, RpcErrc::session_reset}), rpc_kind);
   static_cast<void>(rule);
   return category;
 }
