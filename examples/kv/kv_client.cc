@@ -57,9 +57,7 @@ struct Client {
   }
   void done(std::size_t i, int attempt, rmsg::CallId id, const rmsg::RpcResponse& r) {
     --outstanding;
-    const bool retryable =
-        r.error == rmsg::RpcErrc::timeout || r.error == rmsg::RpcErrc::session_reset;
-    if (retryable && attempt < kAttempts) {
+    if (r.error && rmsg::is_retryable(r.error) && attempt < kAttempts) {
       ++retries;
       start(i, attempt + 1, id);
       return;

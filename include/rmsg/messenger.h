@@ -239,6 +239,14 @@ class RMSG_EXPORT Messenger {
   // Where `peer` listens on RDMA and on TCP, and which of them this session's connects
   // use (TransportPolicy). Replaces an earlier add_peer of either kind.
   Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
+  // Without a transport (the way to start): listen() accepts on TCP, and on RDMA at the
+  // same port where a local device has an active port (rdma_device_available(): a look at
+  // the devices, no connect); it returns the TCP address. add_peer() reaches `peer` at
+  // `address` over TCP only on a host without such a device, else rdma_preferred (RDMA
+  // first, TCP at once when RDMA cannot be set up). session_info(peer)->transport says
+  // which one the session's connection uses. Same threads and errors as above.
+  Result<std::string> listen(const SocketAddress& address);
+  Result<void> add_peer(NodeId peer, const SocketAddress& address);
   void set_policy(NodeId peer, SessionPolicy policy);
 
   // Queues a message for `peer`'s `service` (copied). Returns at once; the message is

@@ -8,15 +8,18 @@
 // may run on one loop or on several (Threading below). Calls to one peer share that peer's
 // session: many may be outstanding, replies come in any order, matched by a 64-bit call id.
 //
-// Deadlines are absolute in the caller's steady clock (EventLoop::now()); the request
-// carries the remaining budget, because clocks are not synchronised. A call that reaches
-// its deadline completes with RpcErrc::timeout and is never retried behind the caller's
-// back: its request is withdrawn from the messenger's queue (Messenger::withdraw), so a
-// replay after a reconnect does not deliver it; a server also refuses (status timeout) a
-// request whose budget ran out before its handler would run. cancel() completes a call
-// with RpcErrc::cancelled, withdraws its request, and sends a cancel message the server
-// acts on (a pending responder sees cancelled(), and its reply is not sent; a request
-// whose cancel overtook it is dropped unrun when it arrives: max_early_cancels).
+// Deadlines are absolute in the caller's steady clock (EventLoop::now()), or a relative
+// CallOptions::timeout; the request carries the remaining budget, because clocks are not
+// synchronised. A call that reaches its deadline completes with RpcErrc::timeout, or, when
+// the peer could not be reached (its session's last connect attempt failed and none
+// succeeded since), with why: that attempt's error (Errc::connection_refused,
+// Errc::unreachable, ENODEV..., rmsg::error_kind unreachable; a connect step's timeout).
+// Either way it is never retried behind the caller's back: its request is withdrawn from the
+// messenger's queue (Messenger::withdraw), so a replay after a reconnect does not deliver it; a
+// server also refuses (status timeout) a request whose budget ran out before its handler would run.
+// cancel() completes a call with RpcErrc::cancelled, withdraws its request, and sends a cancel
+// message the server acts on (a pending responder sees cancelled(), and its reply is not sent; a
+// request whose cancel overtook it is dropped unrun when it arrives: max_early_cancels).
 //
 // A session reset (the peer restarted, or forgot us) fails that peer's outstanding calls
 // with RpcErrc::session_reset: whether they ran is unknown. An application that retries a

@@ -139,6 +139,12 @@ void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> paylo
 void RpcEndpoint::Impl::on_event(SessionEvent event) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return;
+  if (event.kind == SessionEvent::Kind::failed) {
+    unreached_[event.peer] = event.error;
+  } else if (event.kind != SessionEvent::Kind::disconnected &&
+             event.kind != SessionEvent::Kind::writable) {
+    unreached_.erase(event.peer);  // connected, switched, or a new session after a reset
+  }
   if (event.kind == SessionEvent::Kind::reset) {
     fail_calls(event.peer, make_error_code(RpcErrc::session_reset));
     drop_pending(event.peer);
