@@ -9,7 +9,6 @@
 #include <rmsg/rpc.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>

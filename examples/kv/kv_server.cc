@@ -11,7 +11,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <future>
 #include <map>
 #include <mutex>
