@@ -1,7 +1,7 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS rmsg rmsg_socket EXPORT rmsgTargets
+install(TARGETS rmsg rmsg_socket rmsg_testing EXPORT rmsgTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/rmsg DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -108,7 +108,7 @@ endfunction()
 
 # Lowest first.
 #          layer   may use                                       public headers
-rmsg_layer(base                                                  HEADERS result.h log.h counters.h address.h export.h)
+rmsg_layer(base                                                  HEADERS result.h log.h counters.h address.h export.h node_id.h)
 rmsg_layer(loop    USES base                                     HEADERS event_loop.h loop_time.h loop_threads.h)
 rmsg_layer(stream  USES base loop                                HEADERS stream.h NO_SOURCES)
 rmsg_layer(tcp     USES base loop stream                         HEADERS tcp.h)

@@ -1,14 +1,15 @@
 // The key-value example's client: puts `--count` keys with values from 64 B to 1 MiB, then
-// gets each one back and checks every byte; up to 16 calls outstanding. A call whose
-// deadline passed or whose session was reset is retried: a Put with retry_of, so that the
-// server's dedupe table answers it if the first attempt ran (kv_server registers Put so).
-//   kv_client --server ADDR [--count 100] [--node 2] [--server-node 1]
+// gets each one back and checks every byte; up to 16 calls outstanding, and a one-way note
+// after each put. A call that failed retryably (rmsg::is_retryable: a timeout, a session
+// reset, a peer not reached) is retried: a Put with retry_of, so that the server's dedupe
+// table answers it if the first attempt ran (kv_server registers Put so).
+//   kv_client --server ADDR [--count 100]
 // Exit status 0 when every value came back intact.
 #include <rmsg/event_loop.h>
 #include <rmsg/rpc.h>
 
 #include <cstdio>
-#include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ namespace {
 
 constexpr int kDepth = 16;
 constexpr int kAttempts = 3;
+constexpr std::chrono::seconds kTimeout{5};
 
 std::string value_of(std::size_t i) {
   const std::size_t size = std::size_t{64} << (i % 15);  // 64 B .. 1 MiB
@@ -42,34 +44,32 @@ struct Client {
     const std::string key = "key-" + std::to_string(i);
     auto body =
         getting ? kv::encode(kv::GetRequest{key}) : kv::encode(kv::PutRequest{key, value_of(i)});
-    rmsg::CallOptions options{.deadline = loop.now() + std::chrono::seconds(5),
-                              .retry_of = getting ? 0 : retry_of};
-    auto id = std::make_shared<rmsg::CallId>(0);
+    rmsg::CallOptions options{.retry_of = getting ? 0 : retry_of, .timeout = kTimeout};
     auto call = rpc.call(server, getting ? kv::kGet : kv::kPut, body, options,
-                         [this, i, attempt, id](rmsg::RpcResponse r) { done(i, attempt, *id, r); });
+                         [this, i, attempt](rmsg::RpcResponse r) { done(i, attempt, r); });
     if (!call) {
       std::fprintf(stderr, "kv_client: call %zu: %s\n", i, call.error().message().c_str());
       ++failed, ++finished;
       return;
     }
-    *id = *call;
     ++outstanding;
   }
-  void done(std::size_t i, int attempt, rmsg::CallId id, const rmsg::RpcResponse& r) {
+  void done(std::size_t i, int attempt, const rmsg::RpcResponse& r) {
     --outstanding;
-    const bool retryable =
-        r.error == rmsg::RpcErrc::timeout || r.error == rmsg::RpcErrc::session_reset;
-    if (retryable && attempt < kAttempts) {
+    if (r.error && rmsg::is_retryable(r.error) && attempt < kAttempts) {
       ++retries;
-      start(i, attempt + 1, id);
+      start(i, attempt + 1, r.id);
       return;
     }
     ++finished;
     if (r.error) {
       std::fprintf(stderr, "kv_client: key %zu: %s\n", i, r.error.message().c_str());
       ++failed;
-    } else if (getting) {
-      auto reply = kv::decode<kv::GetReply>(r.body);
+    } else if (!getting) {
+      // Refused only when the session's queue is full (the server's count would show it).
+      if (!rpc.notify(server, kv::kNote, kv::fields({"put " + std::to_string(i)}))) ++failed;
+    } else {
+      auto reply = kv::decode_get_reply(r.body);
       if (!reply || !reply->found || reply->value != value_of(i)) {
         std::fprintf(stderr, "kv_client: key %zu: wrong value\n", i);
         ++failed;
@@ -88,42 +88,29 @@ struct Client {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string server_address;
-  std::size_t count = 100;
-  rmsg::NodeId node = 2, server = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i];
-    if (arg == "--server")
-      server_address = argv[i + 1];
-    else if (arg == "--count")
-      count = std::strtoul(argv[i + 1], nullptr, 10);
-    else if (arg == "--node")
-      node = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (arg == "--server-node")
-      server = std::strtoull(argv[i + 1], nullptr, 10);
-  }
-  auto peer = rmsg::SocketAddress::parse(server_address);
+  std::map<std::string, std::string> args{{"--count", "100"}};
+  for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
+  const std::size_t count = std::stoul(args["--count"]);
+  auto peer = rmsg::SocketAddress::parse(args["--server"]);
   if (!peer) {
     std::fprintf(stderr, "kv_client: --server ADDR:PORT required\n");
     return 2;
   }
   auto loop = rmsg::EventLoop::create();
-  if (!loop) return 1;
+  auto node = rmsg::generate_node_id();  // unique without configuration
+  if (!loop || !node) return 1;
   rmsg::RpcOptions options;
-  options.messenger.node_id = node;
+  options.messenger.node_id = *node;
   auto rpc = rmsg::RpcEndpoint::create(**loop, options);
   if (!rpc) {
     std::fprintf(stderr, "kv_client: %s\n", rpc.error().message().c_str());
     return 1;
   }
-  rmsg::ConnectionParams params;
-  params.transport = rmsg::Transport::tcp;
-  params.peer = *peer;
-  if (auto r = (*rpc)->messenger().add_peer(server, params); !r) return 1;
+  if (auto r = (*rpc)->messenger().add_peer(kv::kServerNode, *peer); !r) return 1;  // TCP/RDMA
 
-  Client client{**loop, **rpc, server, count};
+  Client client{**loop, **rpc, kv::kServerNode, count};
   const bool ok = client.run_phase(false) && client.run_phase(true) && client.failed == 0;
-  std::printf("kv_client: %zu puts and %zu gets, %zu failed, %zu retries: %s\n", count, count,
-              client.failed, client.retries, ok ? "every value intact" : "FAILED");
+  std::printf("kv_client: %zu puts, %zu notes and %zu gets, %zu failed, %zu retries: %s\n", count,
+              count, count, client.failed, client.retries, ok ? "every value intact" : "FAILED");
   return ok ? 0 : 1;
 }

@@ -1,12 +1,12 @@
 // The key-value example's typed bodies and their codec: what a service defines once and
-// both its server and its clients include. Fields are little-endian u32 lengths followed
-// by bytes; every read is bounds-checked, so a malformed body decodes to nullopt, never
-// to a crash or an over-read.
+// both its server and its clients include. A body is its fields, each a little-endian u32
+// length and that many bytes; every read is bounds-checked, so a malformed body decodes to
+// nullopt, never to a crash or an over-read.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,13 +16,15 @@
 namespace kv {
 
 // RPC method numbers (the wire names methods by number).
-enum Method : std::uint32_t { kPut = 1, kGet = 2 };
+// kNote: one-way, a body of one field (what the client did).
+enum Method : std::uint32_t { kPut = 1, kGet = 2, kNote = 3 };
+// The server's node id, which its clients name it by (theirs: rmsg::generate_node_id()).
+inline constexpr std::uint64_t kServerNode = 1;
 // RpcResponder::error codes of this service.
 enum AppError : std::uint32_t { kMalformed = 1 };
 
 struct PutRequest {
-  std::string key;
-  std::string value;
+  std::string key, value;
 };
 struct GetRequest {
   std::string key;
@@ -32,87 +34,53 @@ struct GetReply {
   std::string value;
 };
 
-class Writer {
- public:
-  Writer& u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<std::byte>(v >> (8 * i)));
-    return *this;
-  }
-  Writer& str(std::string_view s) {
-    u32(static_cast<std::uint32_t>(s.size()));
+inline std::vector<std::byte> fields(std::initializer_list<std::string_view> parts) {
+  std::vector<std::byte> out;
+  for (const std::string_view s : parts) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>(s.size() >> (8 * i)));
     const auto* p = reinterpret_cast<const std::byte*>(s.data());
-    out_.insert(out_.end(), p, p + s.size());
-    return *this;
+    out.insert(out.end(), p, p + s.size());
   }
-  std::vector<std::byte> take() { return std::move(out_); }
-
- private:
-  std::vector<std::byte> out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> in) : in_(in) {}
-  std::uint32_t u32() {
-    if (!take(4)) return 0;
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(last_[i]) << (8 * i);
-    return v;
+  return out;
+}
+// Exactly `n` fields and nothing after them, or nullopt.
+inline std::optional<std::vector<std::string>> fields(std::span<const std::byte> in,
+                                                      std::size_t n) {
+  std::vector<std::string> out;
+  while (out.size() < n) {
+    if (in.size() < 4) return std::nullopt;
+    std::size_t len = 0;
+    for (int i = 0; i < 4; ++i) len |= std::to_integer<std::size_t>(in[i]) << (8 * i);
+    if (in.size() - 4 < len) return std::nullopt;
+    out.emplace_back(reinterpret_cast<const char*>(in.data() + 4), len);
+    in = in.subspan(4 + len);
   }
-  std::string str() {
-    const std::uint32_t n = u32();
-    if (!take(n)) return {};
-    return {reinterpret_cast<const char*>(last_.data()), last_.size()};
-  }
-  // True when every read fitted and nothing is left over.
-  bool complete() const { return ok_ && in_.empty(); }
-
- private:
-  bool take(std::size_t n) {
-    if (!ok_ || in_.size() < n) {
-      ok_ = false;
-      return false;
-    }
-    last_ = in_.first(n);
-    in_ = in_.subspan(n);
-    return true;
-  }
-  std::span<const std::byte> in_;
-  std::span<const std::byte> last_;
-  bool ok_ = true;
-};
+  if (!in.empty()) return std::nullopt;
+  return out;
+}
 
 inline std::vector<std::byte> encode(const PutRequest& r) {
-  return Writer().str(r.key).str(r.value).take();
+  return fields({r.key, r.value});
 }
 inline std::vector<std::byte> encode(const GetRequest& r) {
-  return Writer().str(r.key).take();
+  return fields({r.key});
 }
 inline std::vector<std::byte> encode(const GetReply& r) {
-  return Writer().u32(r.found ? 1 : 0).str(r.value).take();
+  return fields({r.found ? "1" : "0", r.value});
 }
 
-template <class T>
-std::optional<T> decode(std::span<const std::byte> body);
-
-template <>
-inline std::optional<PutRequest> decode(std::span<const std::byte> body) {
-  Reader in(body);
-  PutRequest r{in.str(), in.str()};
-  return in.complete() ? std::optional(std::move(r)) : std::nullopt;
+inline std::optional<PutRequest> decode_put(std::span<const std::byte> body) {
+  auto f = fields(body, 2);
+  return f ? std::optional(PutRequest{(*f)[0], (*f)[1]}) : std::nullopt;
 }
-template <>
-inline std::optional<GetRequest> decode(std::span<const std::byte> body) {
-  Reader in(body);
-  GetRequest r{in.str()};
-  return in.complete() ? std::optional(std::move(r)) : std::nullopt;
+inline std::optional<GetRequest> decode_get(std::span<const std::byte> body) {
+  auto f = fields(body, 1);
+  return f ? std::optional(GetRequest{(*f)[0]}) : std::nullopt;
 }
-template <>
-inline std::optional<GetReply> decode(std::span<const std::byte> body) {
-  Reader in(body);
-  const std::uint32_t found = in.u32();
-  GetReply r{found == 1, in.str()};
-  return in.complete() && found <= 1 ? std::optional(std::move(r)) : std::nullopt;
+inline std::optional<GetReply> decode_get_reply(std::span<const std::byte> body) {
+  auto f = fields(body, 2);
+  if (!f || ((*f)[0] != "0" && (*f)[0] != "1")) return std::nullopt;
+  return GetReply{(*f)[0] == "1", (*f)[1]};
 }
 
 }  // namespace kv

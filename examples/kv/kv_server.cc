@@ -1,15 +1,18 @@
 // The key-value example's server: an RpcEndpoint over several loop threads, a handler that
 // any of them may run at once (the store takes a shared_mutex), Put registered with dedupe
-// so a client's retry is answered once, and a graceful shutdown on SIGTERM or SIGINT.
-//   kv_server [--listen 127.0.0.1:0] [--loops 2] [--node 1]
+// so a client's retry is answered once, one-way notes counted, and a graceful shutdown on
+// SIGTERM or SIGINT.
+//   kv_server [--listen 127.0.0.1:0] [--loops 2]
 // Prints "kv_server: listening on ADDR" once it accepts, "kv_server: stopped" at the end.
+// No transport named: RDMA where the host has an active device, else TCP.
 #include <rmsg/loop_threads.h>
 #include <rmsg/rpc.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <future>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -19,25 +22,10 @@
 
 namespace {
 
-class Store {
- public:
-  void put(std::string key, std::string value) {
-    const std::unique_lock lock(mutex_);
-    map_[std::move(key)] = std::move(value);
-  }
-  kv::GetReply get(const std::string& key) const {
-    const std::shared_lock lock(mutex_);
-    auto it = map_.find(key);
-    return it == map_.end() ? kv::GetReply{} : kv::GetReply{true, it->second};
-  }
-  std::size_t size() const {
-    const std::shared_lock lock(mutex_);
-    return map_.size();
-  }
-
- private:
-  mutable std::shared_mutex mutex_;
-  std::unordered_map<std::string, std::string> map_;
+// Handlers for different peers run at once on different loops: the map takes a lock.
+struct Store {
+  std::shared_mutex mutex;
+  std::unordered_map<std::string, std::string> map;
 };
 
 int fail(const char* what, const std::error_code& e) {
@@ -48,18 +36,10 @@ int fail(const char* what, const std::error_code& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen = "127.0.0.1:0";
-  std::size_t loops = 2;
-  rmsg::NodeId node = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i];
-    if (arg == "--listen")
-      listen = argv[i + 1];
-    else if (arg == "--loops")
-      loops = std::strtoul(argv[i + 1], nullptr, 10);
-    else if (arg == "--node")
-      node = std::strtoull(argv[i + 1], nullptr, 10);
-  }
+  std::map<std::string, std::string> args{{"--listen", "127.0.0.1:0"}, {"--loops", "2"}};
+  for (int i = 1; i + 1 < argc; i += 2) args[argv[i]] = argv[i + 1];
+  const std::string listen = args["--listen"];
+  const std::size_t loops = std::stoul(args["--loops"]);
   // Signals are taken by sigwait() below: blocked here, so every loop thread inherits it.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -72,7 +52,7 @@ int main(int argc, char** argv) {
   auto address = rmsg::SocketAddress::parse(listen);
   if (!address) return fail("--listen", address.error());
   rmsg::RpcOptions options;
-  options.messenger.node_id = node;
+  options.messenger.node_id = kv::kServerNode;
   auto endpoint = rmsg::RpcEndpoint::create((*threads)->loops(), options);
   if (!endpoint) return fail("endpoint", endpoint.error());
   auto& rpc = **endpoint;
@@ -82,21 +62,26 @@ int main(int argc, char** argv) {
   rpc.handle(
       kv::kPut,
       [&store](const rmsg::RpcRequest& request, rmsg::RpcResponder reply) {
-        auto put = kv::decode<kv::PutRequest>(request.body);
+        auto put = kv::decode_put(request.body);
         if (!put) return reply.error(kv::kMalformed);
-        store.put(std::move(put->key), std::move(put->value));
+        const std::unique_lock lock(store.mutex);
+        store.map[std::move(put->key)] = std::move(put->value);
         reply.ok();
       },
       rmsg::MethodOptions{.dedupe = true});
   rpc.handle(kv::kGet, [&store](const rmsg::RpcRequest& request, rmsg::RpcResponder reply) {
-    auto get = kv::decode<kv::GetRequest>(request.body);
+    auto get = kv::decode_get(request.body);
     if (!get) return reply.error(kv::kMalformed);
-    reply.ok(kv::encode(store.get(get->key)));
+    const std::shared_lock lock(store.mutex);
+    auto it = store.map.find(get->key);
+    reply.ok(kv::encode(it == store.map.end() ? kv::GetReply{} : kv::GetReply{true, it->second}));
+  });
+  std::atomic<std::size_t> notes{0};  // one-way: no reply, delivered once and in order
+  rpc.handle_oneway(kv::kNote, [&notes](const rmsg::RpcRequest& request) {
+    if (kv::fields(request.body, 1)) ++notes;
   });
 
-  rmsg::ConnectionParams params;
-  params.transport = rmsg::Transport::tcp;
-  auto bound = rpc.messenger().listen(*address, params);  // before the loops run
+  auto bound = rpc.messenger().listen(*address);  // before the loops run
   if (!bound) return fail("listen", bound.error());
   (*threads)->start();
   std::printf("kv_server: listening on %s\n", bound->c_str());
@@ -111,6 +96,7 @@ int main(int argc, char** argv) {
   drained.get_future().wait();
   endpoint->reset();  // while the loops run: it closes each shard on its loop
   (*threads)->stop();
-  std::printf("kv_server: stopped (signal %d), %zu keys\n", signal, store.size());
+  std::printf("kv_server: stopped (signal %d), %zu keys, %zu notes\n", signal, store.map.size(),
+              notes.load());
   return 0;
 }

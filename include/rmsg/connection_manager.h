@@ -134,7 +134,8 @@ struct RMSG_EXPORT ReuseKeyHash {
 
 // A step deadline that passed, by step (S1.4). Each compares equal to std::errc::timed_out
 // as an error condition. And the manager's own connection limit. Every code is retryable
-// (rmsg::is_retryable): a later connect may succeed.
+// (rmsg::is_retryable): a later connect may succeed. rmsg::error_kind: the timeouts
+// timeout, connection_limit overloaded.
 enum class ConnectErrc {
   address_timeout = 1,    // address resolution did not finish in resolve_timeout
   route_timeout = 2,      // route resolution did not finish in resolve_timeout

@@ -2,7 +2,8 @@
 // surviving every reconnect. Design, decision order, policies and bounds:
 // docs/messenger.md; every byte on the wire: docs/protocol.md (Messenger).
 //
-// Each messenger has a configured 64-bit node id. It keeps one session per peer node: the
+// Each messenger has a configured 64-bit node id (rmsg/node_id.h makes and keeps one).
+// It keeps one session per peer node: the
 // messages to that peer, numbered from 1, kept until the peer acknowledged them, and
 // replayed in order on the next connection after a fault; the receiver drops what it
 // already has, so each message reaches the dispatch callback exactly once and in order
@@ -75,11 +76,11 @@
 #include "rmsg/event_loop.h"
 #include "rmsg/export.h"
 #include "rmsg/messenger_errors.h"
+#include "rmsg/node_id.h"
 #include "rmsg/result.h"
 
 namespace rmsg {
 
-using NodeId = std::uint64_t;
 using ServiceId = std::uint16_t;  // a messenger's user (0: the default one)
 
 enum class SessionPolicy : std::uint8_t { lossless = 0, lossy = 1 };
@@ -238,6 +239,14 @@ class RMSG_EXPORT Messenger {
   // Where `peer` listens on RDMA and on TCP, and which of them this session's connects
   // use (TransportPolicy). Replaces an earlier add_peer of either kind.
   Result<void> add_peer(NodeId peer, const PeerAddresses& addresses);
+  // Without a transport (the way to start): listen() accepts on TCP, and on RDMA at the
+  // same port where a local device has an active port (rdma_device_available(): a look at
+  // the devices, no connect); it returns the TCP address. add_peer() reaches `peer` at
+  // `address` over TCP only on a host without such a device, else rdma_preferred (RDMA
+  // first, TCP at once when RDMA cannot be set up). session_info(peer)->transport says
+  // which one the session's connection uses. Same threads and errors as above.
+  Result<std::string> listen(const SocketAddress& address);
+  Result<void> add_peer(NodeId peer, const SocketAddress& address);
   void set_policy(NodeId peer, SessionPolicy policy);
 
   // Queues a message for `peer`'s `service` (copied). Returns at once; the message is

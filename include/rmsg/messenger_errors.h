@@ -14,7 +14,9 @@ namespace rmsg {
 // session_expired: a message sent again starts a new session) and for a lost connection
 // (handshake_timeout, replaced, peer_closed, idle_timeout, not_reading: a later
 // connection may work); false for a peer that is broken or not the one expected, and for
-// shutdown.
+// shutdown. rmsg::error_kind: the resets session_reset, a lost connection connection_lost
+// (handshake_timeout: timeout), wrong_node and duplicate_node rejected, a broken peer's
+// codes protocol, shutdown shutting_down.
 enum class MessengerErrc {
   peer_restarted = 1,     // reset: the peer presents a new session (it restarted)
   session_unknown = 2,    // reset: the peer does not know our session (it restarted)

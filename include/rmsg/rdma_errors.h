@@ -4,7 +4,7 @@
 //
 // No code of these categories is retryable (rmsg::is_retryable): a failed work completion
 // or device event ends the stream it came from (a new connection is a new operation), and
-// the memlock limit stays until raised.
+// the memlock limit stays until raised. rmsg::error_kind: every one is ErrorKind::device.
 //
 // Threading: everything here is thread-safe (the categories are immutable singletons).
 #pragma once

@@ -5,10 +5,13 @@
 //   - std::system_category()   errno values from the kernel and from rdma-core,
 //   - rmsg::error_category()   rmsg's own conditions (rmsg::Errc below),
 //   - rmsg::wc_category()      work-completion status of a verbs completion (rdma builds).
-// rmsg::is_retryable(ec) tells whether trying the same operation later can succeed.
+// rmsg::is_retryable(ec) tells whether trying the same operation later can succeed, and
+// rmsg::error_kind(ec) what sort of failure it is: both answer for a code of any of them and
+// of every other category the library defines (one question, whichever layer failed).
 #pragma once
 
 #include <cassert>
+#include <cstdint>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -59,6 +62,29 @@ inline std::error_code errno_code(int err) noexcept {
 // as its header says (rmsg/connection_manager.h, rdma_errors.h, messenger.h, rpc.h; the
 // wire's: never). Another category: by the generic condition its code maps to, if any.
 RMSG_EXPORT bool is_retryable(std::error_code ec) noexcept;
+
+// What sort of failure a code is, whichever of the library's categories it comes from (and
+// errno values): what an application branches on instead of five enums. is_retryable()
+// says, per code, whether to try again; the kind says what to tell a user or log.
+enum class ErrorKind : std::uint8_t {
+  none = 0,               // no error (an empty error_code)
+  timeout = 1,            // a deadline passed: a call's, a connect step's, a handshake's
+  unreachable = 2,        // the peer cannot be reached: refused, no route, no device
+  connection_lost = 3,    // a connection ended: closed, reset, idle, replaced, cut short
+  session_reset = 4,      // the peer's session ended: what was sent may or may not have run
+  overloaded = 5,         // a bound here or at the peer (queue full, limit): later may work
+  rejected = 6,           // the peer refused it: wrong node, version, method, size
+  protocol = 7,           // the peer sent something malformed (a broken or foreign peer)
+  application = 8,        // the handler answered with an error (RpcResponse::app_code)
+  cancelled = 9,          // cancelled here
+  shutting_down = 10,     // this side or the peer is shutting down, or closed it
+  invalid_argument = 11,  // the caller passed something invalid
+  device = 12,            // the RDMA device failed (work completion, device event, memlock)
+  not_supported = 13,     // this build, device or peer cannot do it
+  other = 14,             // anything else (an errno value without a kind above)
+};
+RMSG_EXPORT ErrorKind error_kind(std::error_code ec) noexcept;
+RMSG_EXPORT const char* to_string(ErrorKind kind) noexcept;  // "timeout", "unreachable", ...
 
 }  // namespace rmsg
 

@@ -8,15 +8,18 @@
 // may run on one loop or on several (Threading below). Calls to one peer share that peer's
 // session: many may be outstanding, replies come in any order, matched by a 64-bit call id.
 //
-// Deadlines are absolute in the caller's steady clock (EventLoop::now()); the request
-// carries the remaining budget, because clocks are not synchronised. A call that reaches
-// its deadline completes with RpcErrc::timeout and is never retried behind the caller's
-// back: its request is withdrawn from the messenger's queue (Messenger::withdraw), so a
-// replay after a reconnect does not deliver it; a server also refuses (status timeout) a
-// request whose budget ran out before its handler would run. cancel() completes a call
-// with RpcErrc::cancelled, withdraws its request, and sends a cancel message the server
-// acts on (a pending responder sees cancelled(), and its reply is not sent; a request
-// whose cancel overtook it is dropped unrun when it arrives: max_early_cancels).
+// Deadlines are absolute in the caller's steady clock (EventLoop::now()), or a relative
+// CallOptions::timeout; the request carries the remaining budget, because clocks are not
+// synchronised. A call that reaches its deadline completes with RpcErrc::timeout, or, when
+// the peer could not be reached (its session's last connect attempt failed and none
+// succeeded since), with why: that attempt's error (Errc::connection_refused,
+// Errc::unreachable, ENODEV..., rmsg::error_kind unreachable; a connect step's timeout).
+// Either way it is never retried behind the caller's back: its request is withdrawn from the
+// messenger's queue (Messenger::withdraw), so a replay after a reconnect does not deliver it; a
+// server also refuses (status timeout) a request whose budget ran out before its handler would run.
+// cancel() completes a call with RpcErrc::cancelled, withdraws its request, and sends a cancel
+// message the server acts on (a pending responder sees cancelled(), and its reply is not sent; a
+// request whose cancel overtook it is dropped unrun when it arrives: max_early_cancels).
 //
 // A session reset (the peer restarted, or forgot us) fails that peer's outstanding calls
 // with RpcErrc::session_reset: whether they ran is unknown. An application that retries a
@@ -92,7 +95,8 @@ namespace rmsg {
 
 // Why a call failed. 1-5 are also reply statuses on the wire (docs/protocol.md).
 // rmsg::is_retryable: true for timeout and session_reset (a retry may run the handler
-// again: CallOptions::retry_of, above), false for the others.
+// again: CallOptions::retry_of, above), false for the others. rmsg::error_kind:
+// handler_error is application, unknown_method and too_large rejected, the rest their names.
 enum class RpcErrc {
   handler_error = 1,   // the handler answered with an error (RpcResponse::app_code)
   unknown_method = 2,  // the server has no handler for the method
@@ -120,10 +124,14 @@ struct RMSG_EXPORT RpcResponse {
 };
 
 struct RMSG_EXPORT CallOptions {
-  Clock::time_point deadline{};  // required: absolute, in EventLoop::now()'s clock
+  // When the call gives up: exactly one of the two (a zero value is unset). `deadline` is
+  // absolute, in EventLoop::now()'s clock; `timeout` counts from call(), on the clock of
+  // the peer's loop (Messenger::loop_of(peer), whose clock the call's deadline is kept on).
+  Clock::time_point deadline{};
   // Reuse this (finished) call's id: a retry, answered from the server's dedupe table when
   // the call's reply is there (same method, same session); else the handler runs.
   CallId retry_of = 0;
+  Duration timeout{};  // (after retry_of: positional {deadline, retry_of} stays valid)
 };
 
 struct RMSG_EXPORT MethodOptions {
@@ -257,14 +265,17 @@ class RMSG_EXPORT RpcEndpoint {
 
   // Starts a call; `done` runs exactly once, on the peer's loop, never inside call(). A
   // retry_of id must be one of a call to the same peer. Errors (nothing started, `done`
-  // not run): RpcErrc::timeout (deadline not in the future), RpcErrc::too_large (body over
-  // the messenger's max_message_size less the header), RpcErrc::shutting_down,
-  // Errc::invalid_argument (bad peer, no deadline, a retry_of id of another loop's peer,
-  // or, on the peer's loop, still outstanding), Errc::resource_exhausted (max_outstanding
-  // or a messenger queue bound; for a retry_of call from another thread these come
-  // through `done`: Threading).
+  // not run): RpcErrc::timeout (deadline not in the future, timeout below zero),
+  // RpcErrc::too_large (body over the messenger's max_message_size less the header),
+  // RpcErrc::shutting_down, Errc::invalid_argument (bad peer, neither or both of deadline
+  // and timeout, a retry_of id of another loop's peer, or, on the peer's loop, still
+  // outstanding), Errc::resource_exhausted (max_outstanding or a messenger queue bound;
+  // for a retry_of call from another thread these come through `done`: Threading).
   Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                       const CallOptions& options, CallCallback done);
+  // The same with CallOptions{.timeout = timeout} (a zero timeout is none: invalid_argument).
+  Result<CallId> call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
+                      Duration timeout, CallCallback done);
   // Completes the call with RpcErrc::cancelled and tells the server. False when the call
   // is not outstanding (or another cancel got it first). On the call's loop `done` runs
   // inside cancel(); from another thread on that loop soon after (Threading).

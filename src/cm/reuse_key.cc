@@ -47,8 +47,13 @@ const std::error_category& connect_category() noexcept {
   static const ConnectCategory category;
   // Every code: a step deadline of one attempt, or the limit until a connection is released.
   static const bool rule = register_retryable(
-      category, retry_codes({ConnectErrc::address_timeout, ConnectErrc::route_timeout,
-                             ConnectErrc::handshake_timeout, ConnectErrc::connection_limit}));
+      category,
+      retry_codes({ConnectErrc::address_timeout, ConnectErrc::route_timeout,
+                   ConnectErrc::handshake_timeout, ConnectErrc::connection_limit}),
+      [](int code) noexcept {
+        if (code == static_cast<int>(ConnectErrc::connection_limit)) return ErrorKind::overloaded;
+        return code >= 1 && code <= 3 ? ErrorKind::timeout : ErrorKind::other;
+      });
   static_cast<void>(rule);
   return category;
 }

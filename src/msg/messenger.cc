@@ -58,6 +58,35 @@ class MessengerCategory final : public std::error_category {
   }
 };
 
+ErrorKind messenger_kind(int code) noexcept {
+  switch (static_cast<MessengerErrc>(code)) {
+    case MessengerErrc::peer_restarted:
+    case MessengerErrc::session_unknown:
+    case MessengerErrc::lossy_fault:
+    case MessengerErrc::session_expired:
+      return ErrorKind::session_reset;
+    case MessengerErrc::wrong_node:
+    case MessengerErrc::duplicate_node:
+      return ErrorKind::rejected;
+    case MessengerErrc::handshake_timeout:
+      return ErrorKind::timeout;
+    case MessengerErrc::unexpected_frame:
+    case MessengerErrc::sequence_gap:
+    case MessengerErrc::bad_ack:
+    case MessengerErrc::bad_payload:
+    case MessengerErrc::bad_fragment:
+      return ErrorKind::protocol;
+    case MessengerErrc::replaced:
+    case MessengerErrc::peer_closed:
+    case MessengerErrc::idle_timeout:
+    case MessengerErrc::not_reading:
+      return ErrorKind::connection_lost;
+    case MessengerErrc::shutdown:
+      return ErrorKind::shutting_down;
+  }
+  return ErrorKind::other;
+}
+
 }  // namespace
 
 const std::error_category& messenger_category() noexcept {
@@ -68,7 +97,8 @@ const std::error_category& messenger_category() noexcept {
       retry_codes({MessengerErrc::peer_restarted, MessengerErrc::session_unknown,
                    MessengerErrc::lossy_fault, MessengerErrc::handshake_timeout,
                    MessengerErrc::replaced, MessengerErrc::peer_closed, MessengerErrc::idle_timeout,
-                   MessengerErrc::session_expired, MessengerErrc::not_reading}));
+                   MessengerErrc::session_expired, MessengerErrc::not_reading}),
+      messenger_kind);
   static_cast<void>(rule);
   return category;
 }

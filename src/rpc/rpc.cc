@@ -34,13 +34,32 @@ class RpcCategory final : public std::error_category {
   }
 };
 
+ErrorKind rpc_kind(int code) noexcept {
+  switch (static_cast<RpcErrc>(code)) {
+    case RpcErrc::handler_error:
+      return ErrorKind::application;
+    case RpcErrc::unknown_method:
+    case RpcErrc::too_large:
+      return ErrorKind::rejected;
+    case RpcErrc::shutting_down:
+      return ErrorKind::shutting_down;
+    case RpcErrc::timeout:
+      return ErrorKind::timeout;
+    case RpcErrc::cancelled:
+      return ErrorKind::cancelled;
+    case RpcErrc::session_reset:
+      return ErrorKind::session_reset;
+  }
+  return ErrorKind::other;
+}
+
 }  // namespace
 
 const std::error_category& rpc_category() noexcept {
   static const RpcCategory category;
   // rmsg/rpc.h, RpcErrc: a timeout and a session reset (retry_of says whether it ran).
-  static const bool rule =
-      register_retryable(category, retry_codes({RpcErrc::timeout, RpcErrc::session_reset}));
+  static const bool rule = register_retryable(
+      category, retry_codes({RpcErrc::timeout, RpcErrc::session_reset}), rpc_kind);
   static_cast<void>(rule);
   return category;
 }
@@ -120,6 +139,12 @@ void RpcEndpoint::Impl::on_message(NodeId from, std::span<const std::byte> paylo
 void RpcEndpoint::Impl::on_event(SessionEvent event) {
   RMSG_ASSERT_LOOP_THREAD(loop_);
   if (closed()) return;
+  if (event.kind == SessionEvent::Kind::failed) {
+    unreached_[event.peer] = event.error;
+  } else if (event.kind != SessionEvent::Kind::disconnected &&
+             event.kind != SessionEvent::Kind::writable) {
+    unreached_.erase(event.peer);  // connected, switched, or a new session after a reset
+  }
   if (event.kind == SessionEvent::Kind::reset) {
     fail_calls(event.peer, make_error_code(RpcErrc::session_reset));
     drop_pending(event.peer);

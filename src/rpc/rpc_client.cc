@@ -154,6 +154,13 @@ void RpcEndpoint::Impl::on_deadline(CallId id) {
   }
   RpcResponse r;
   r.error = make_error_code(RpcErrc::timeout);
+  // A peer that could not be reached: say why (refused, no route, no device), not only
+  // that the time ran out. Still a timeout for the peer's statistics.
+  if (auto u = unreached_.find(it->second.peer); u != unreached_.end() && u->second) {
+    r.error = u->second;
+    it->second.counters->timeouts->add_owned();
+    counters_.counter("rpc.unreachable").add_owned();
+  }
   complete(id, std::move(r));
 }
 

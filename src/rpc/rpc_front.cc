@@ -241,9 +241,18 @@ void RpcEndpoint::handle_oneway(std::uint32_t method, OnewayHandler handler) {
 Result<CallId> RpcEndpoint::call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
                                  const CallOptions& options, CallCallback done) {
   Impl& s = front_->shard_of(peer);
-  if (loop::Access::owned_here(s.loop_))
-    return s.call(peer, method, body, options, std::move(done));
-  return s.call_any_thread(peer, method, body, options, std::move(done));
+  const bool has_deadline = options.deadline != Clock::time_point{};
+  const bool has_timeout = options.timeout != Duration::zero();
+  if (has_deadline == has_timeout) return make_error_code(Errc::invalid_argument);
+  CallOptions o = options;
+  // The peer's loop keeps the call's deadline: its clock (a ManualClock in tests) counts.
+  if (has_timeout) o.deadline = s.loop_.now() + options.timeout;
+  if (loop::Access::owned_here(s.loop_)) return s.call(peer, method, body, o, std::move(done));
+  return s.call_any_thread(peer, method, body, o, std::move(done));
+}
+Result<CallId> RpcEndpoint::call(NodeId peer, std::uint32_t method, std::span<const std::byte> body,
+                                 Duration timeout, CallCallback done) {
+  return call(peer, method, body, CallOptions{.timeout = timeout}, std::move(done));
 }
 bool RpcEndpoint::cancel(CallId id) {
   return front_->cancel(id);

@@ -359,6 +359,9 @@ class RpcEndpoint::Impl : public std::enable_shared_from_this<RpcEndpoint::Impl>
   std::atomic<bool> wake_posted_{false};  // a serve_backlog() posted by another shard
   rpc::DedupeTable dedupe_;
   std::unordered_map<NodeId, PeerCounters> peers_;
+  // Peers whose session's last connect attempt failed, no connection opened since: why.
+  // A call that reaches its deadline to one completes with that instead of the timeout.
+  std::unordered_map<NodeId, std::error_code> unreached_;
   NodeId peer_cache_id_ = 0;
   PeerCounters* peer_cache_ = nullptr;
   std::atomic<bool> shut_{false};

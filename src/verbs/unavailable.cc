@@ -21,25 +21,30 @@ class UnavailableCategory final : public std::error_category {
   const char* what_;
 };
 
+// rdma_errors.h: each of these failed the device's work (ErrorKind::device).
+ErrorKind device_kind(int) noexcept {
+  return ErrorKind::device;
+}
+
 }  // namespace
 
 const std::error_category& wc_category() noexcept {
   static const UnavailableCategory category("rdma-wc", "work completion");
-  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static const bool rule = register_retryable(category, 0, device_kind);  // rdma_errors.h: none
   static_cast<void>(rule);
   return category;
 }
 
 const std::error_category& async_event_category() noexcept {
   static const UnavailableCategory category("rdma-async-event", "device event");
-  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static const bool rule = register_retryable(category, 0, device_kind);  // rdma_errors.h: none
   static_cast<void>(rule);
   return category;
 }
 
 std::error_code memlock_limit_error() noexcept {
   static const UnavailableCategory category("rdma-memlock", "memlock limit");
-  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static const bool rule = register_retryable(category, 0, device_kind);  // rdma_errors.h: none
   static_cast<void>(rule);
   return {1, category};
 }

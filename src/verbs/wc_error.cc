@@ -36,25 +36,30 @@ class MemlockCategory final : public std::error_category {
   }
 };
 
+// rdma_errors.h: each of these failed the device's work (ErrorKind::device).
+ErrorKind device_kind(int) noexcept {
+  return ErrorKind::device;
+}
+
 }  // namespace
 
 const std::error_category& async_event_category() noexcept {
   static const AsyncEventCategory category;
-  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static const bool rule = register_retryable(category, 0, device_kind);  // rdma_errors.h: none
   static_cast<void>(rule);
   return category;
 }
 
 std::error_code memlock_limit_error() noexcept {
   static const MemlockCategory category;
-  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static const bool rule = register_retryable(category, 0, device_kind);  // rdma_errors.h: none
   static_cast<void>(rule);
   return {1, category};
 }
 
 const std::error_category& wc_category() noexcept {
   static const WcCategory category;
-  static const bool rule = register_retryable(category, 0);  // rdma_errors.h: none
+  static const bool rule = register_retryable(category, 0, device_kind);  // rdma_errors.h: none
   static_cast<void>(rule);
   return category;
 }

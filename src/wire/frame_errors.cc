@@ -56,7 +56,12 @@ const char* wire_errc_name(WireErrc e) noexcept {
 
 const std::error_category& wire_category() noexcept {
   static const WireCategory category;
-  static const bool rule = register_retryable(category, 0);  // malformed bytes: never
+  // Malformed bytes: never retryable; a stream that ended inside a frame lost its connection.
+  static const bool rule = register_retryable(category, 0, [](int code) noexcept {
+    if (code <= 0 || code >= static_cast<int>(kWireErrcCount)) return ErrorKind::other;
+    return code == static_cast<int>(WireErrc::truncated) ? ErrorKind::connection_lost
+                                                         : ErrorKind::protocol;
+  });
   static_cast<void>(rule);
   return category;
 }

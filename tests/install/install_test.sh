@@ -1,6 +1,7 @@
 #!/bin/bash
 # Installs the build tree into a temporary prefix, then builds against it as a third party
-# would, and runs what it built: examples/echo_loop.cc (C++) and the key-value example
+# would, and runs what it built: examples/echo_loop.cc (C++), the test of a user's service on
+# rmsg-testing (examples/testing, rmsg::testing) and the key-value example
 # (examples/kv, run by tests/examples/kv_pair.sh) with find_package(rmsg), echo_loop with
 # `pkg-config --cflags --libs rmsg` (no --static, whatever the library is), and the socket
 # shim's C test (tests/posix/c_api_test.c, C) with `pkg-config --cflags --libs rmsg-socket`
@@ -23,6 +24,8 @@ test -f "$tmp/prefix/include/rmsg/result.h"
 test -f "$tmp/prefix/lib/cmake/rmsg/rmsgConfig.cmake"
 test -f "$tmp/prefix/lib/pkgconfig/rmsg.pc"
 test -f "$tmp/prefix/lib/pkgconfig/rmsg-socket.pc"
+test -f "$tmp/prefix/lib/librmsg-testing.a"
+test -f "$tmp/prefix/include/rmsg/testing/loopback.h"
 project_flags='-Werror|-Wall|-Wextra|-Wpedantic|-Wshadow|-Wold-style-cast|-fsanitize'
 if grep -E -- "INTERFACE_COMPILE_OPTIONS|$project_flags" "$tmp"/prefix/lib/cmake/rmsg/*.cmake; then
   echo "install test: the installed rmsg target carries compile options into consumers" >&2
@@ -40,6 +43,7 @@ if sed "s/${san[*]:-^$}//g" "$tmp/consumer/compile_commands.json" | grep -E -- "
   exit 1
 fi
 "$tmp/consumer/echo_loop"
+"$tmp/consumer/upper_service_test" >/dev/null
 # The key-value example in plain trees (the TSan tree runs its own build of it: examples.kv_pair).
 if [[ -z "$sanitize" ]]; then
   "$src/tests/examples/kv_pair.sh" "$tmp/consumer/kv_server" "$tmp/consumer/kv_client" 50 >/dev/null

@@ -1,6 +1,7 @@
-// rmsg::is_retryable against what the headers promise, code by code, for every error
-// category the library defines (rmsg/result.h, connection_manager.h, rdma_errors.h,
-// messenger.h, rpc.h, and the wire's): the table below is the headers' contract.
+// rmsg::is_retryable and rmsg::error_kind against what the headers promise, code by code,
+// for every error category the library defines (rmsg/result.h, connection_manager.h,
+// rdma_errors.h, messenger.h, rpc.h, and the wire's): the tables below are the headers'
+// contract.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -75,6 +76,93 @@ TEST(Retryable, EveryCodeOfEveryCategoryAsItsHeaderSays) {
           << c.what << " code " << code << " (" << ec.message() << ")";
     }
   }
+}
+
+using K = ErrorKind;
+
+// Every code of every category, its kind; codes past `kinds` (and unknown values) are
+// ErrorKind::other, code 0 (no error) ErrorKind::none.
+struct KindContract {
+  std::string what;
+  std::function<std::error_code(int)> make;
+  std::vector<ErrorKind> kinds;  // by code, from 1
+};
+
+std::vector<KindContract> kind_contracts() {
+  const auto wc = [](int c) { return make_wc_error(c); };
+  const auto ev = [](int c) { return make_async_event_error(c); };
+  std::vector<ErrorKind> protocol(static_cast<std::size_t>(wire::kWireErrcCount) - 2, K::protocol);
+  protocol.push_back(K::connection_lost);  // truncated: the stream ended inside a frame
+  return {
+      {"rmsg",
+       [](int c) { return make_error_code(static_cast<Errc>(c)); },
+       {K::overloaded, K::connection_lost, K::timeout, K::protocol, K::rejected, K::unreachable,
+        K::invalid_argument, K::unreachable, K::connection_lost, K::unreachable, K::connection_lost,
+        K::shutting_down, K::cancelled, K::overloaded, K::invalid_argument, K::rejected, K::device,
+        K::not_supported, K::shutting_down}},
+      {"connect",
+       [](int c) { return make_error_code(static_cast<ConnectErrc>(c)); },
+       {K::timeout, K::timeout, K::timeout, K::overloaded}},
+      {"messenger",
+       [](int c) { return make_error_code(static_cast<MessengerErrc>(c)); },
+       {K::session_reset, K::session_reset, K::session_reset, K::rejected, K::timeout, K::protocol,
+        K::protocol, K::protocol, K::protocol, K::connection_lost, K::connection_lost,
+        K::shutting_down, K::connection_lost, K::protocol, K::session_reset, K::connection_lost,
+        K::rejected}},
+      {"rpc",
+       [](int c) { return make_error_code(static_cast<RpcErrc>(c)); },
+       {K::application, K::rejected, K::rejected, K::shutting_down, K::timeout, K::cancelled,
+        K::session_reset}},
+      {"wire", [](int c) { return wire::make_error_code(static_cast<wire::WireErrc>(c)); },
+       protocol},
+      {"wc", wc, std::vector<ErrorKind>(40, K::device)},
+      {"async_event", ev, std::vector<ErrorKind>(40, K::device)},
+  };
+}
+
+TEST(ErrorKinds, EveryCodeOfEveryCategoryHasItsKind) {
+  for (const KindContract& c : kind_contracts()) {
+    EXPECT_EQ(error_kind(c.make(0)), K::none) << c.what;
+    for (std::size_t i = 0; i < c.kinds.size(); ++i) {
+      const std::error_code ec = c.make(static_cast<int>(i + 1));
+      EXPECT_EQ(error_kind(ec), c.kinds[i])
+          << c.what << " code " << i + 1 << " (" << ec.message() << "): got "
+          << to_string(error_kind(ec)) << ", want " << to_string(c.kinds[i]);
+    }
+    if (c.what == "wc" || c.what == "async_event") continue;  // every status is the device's
+    EXPECT_EQ(error_kind(c.make(static_cast<int>(c.kinds.size()) + 1)), K::other) << c.what;
+  }
+  EXPECT_EQ(error_kind(memlock_limit_error()), K::device);
+}
+
+TEST(ErrorKinds, ErrnoValuesAndUnknownCategories) {
+  const auto sys = [](int e) { return std::error_code(e, std::system_category()); };
+  EXPECT_EQ(error_kind(sys(ECONNREFUSED)), K::unreachable);
+  EXPECT_EQ(error_kind(sys(EHOSTUNREACH)), K::unreachable);
+  EXPECT_EQ(error_kind(sys(ENETUNREACH)), K::unreachable);
+  EXPECT_EQ(error_kind(sys(ENODEV)), K::unreachable);
+  EXPECT_EQ(error_kind(sys(ETIMEDOUT)), K::timeout);
+  EXPECT_EQ(error_kind(sys(ECONNRESET)), K::connection_lost);
+  EXPECT_EQ(error_kind(sys(EPIPE)), K::connection_lost);
+  EXPECT_EQ(error_kind(sys(EAGAIN)), K::overloaded);
+  EXPECT_EQ(error_kind(sys(EMFILE)), K::overloaded);
+  EXPECT_EQ(error_kind(sys(EINVAL)), K::invalid_argument);
+  EXPECT_EQ(error_kind(sys(EOPNOTSUPP)), K::not_supported);
+  EXPECT_EQ(error_kind(sys(ECANCELED)), K::cancelled);
+  EXPECT_EQ(error_kind(sys(ENOENT)), K::other);
+  EXPECT_EQ(error_kind(std::make_error_code(std::errc::connection_refused)), K::unreachable);
+  EXPECT_EQ(error_kind(std::error_code{}), K::none);
+  // A category rmsg does not define: by the generic condition it maps to.
+  EXPECT_EQ(error_kind(std::make_error_code(std::io_errc::stream)), K::other);
+}
+
+TEST(ErrorKinds, EveryKindHasAName) {
+  std::set<std::string> names;
+  for (int k = 0; k <= static_cast<int>(K::other); ++k) {
+    names.insert(to_string(static_cast<ErrorKind>(k)));
+  }
+  EXPECT_EQ(names.size(), static_cast<std::size_t>(K::other) + 1);
+  EXPECT_STREQ(to_string(K::unreachable), "unreachable");
 }
 
 }  // namespace

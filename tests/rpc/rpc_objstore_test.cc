@@ -119,8 +119,10 @@ TEST_F(ObjstoreTcpTest, ServerKilledAndRestartedNoCallHangs) {
       << "done " << done << " of 4000 issued " << issued;
   for (const auto& [why, count] : failures) {
     std::printf("[ objstore ] failed %d: %s\n", count, why.c_str());
+    // A deadline that came while the server was down says why it was not reached.
     EXPECT_TRUE(why == make_error_code(RpcErrc::session_reset).message() ||
-                why == make_error_code(RpcErrc::timeout).message())
+                why == make_error_code(RpcErrc::timeout).message() ||
+                why == make_error_code(Errc::connection_refused).message())
         << why;
   }
   std::printf("[ objstore ] %llu ok (%llu after the restart), worst latency %.1f ms\n",

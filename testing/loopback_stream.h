@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kit/loopback.h"
+#include "rmsg/testing/loopback.h"
 
 namespace rmsg::testing {
 

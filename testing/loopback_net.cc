@@ -4,8 +4,8 @@
 #include <map>
 #include <utility>
 
-#include "kit/loopback.h"
-#include "kit/loopback_stream.h"
+#include "loopback_stream.h"
+#include "rmsg/testing/loopback.h"
 
 namespace rmsg::testing {
 namespace {

@@ -1,5 +1,5 @@
 // LoopbackStream: the data path of kit/loopback.h (pipes, faults, delivery, readiness).
-#include "kit/loopback_stream.h"
+#include "loopback_stream.h"
 
 #include <algorithm>
 #include <cstring>
