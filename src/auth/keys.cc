@@ -67,10 +67,15 @@ Result<PrivateKey> PrivateKey::load(const std::string& path) {
     if (n <= 0) return make_error_code(AuthErrc::key_file);
     have += static_cast<std::size_t>(n);
   }
-  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+  auto key = from_pem(std::string_view(text.data(), text.size()));
+  OPENSSL_cleanse(text.data(), text.size());
+  return key;
+}
+
+Result<PrivateKey> PrivateKey::from_pem(std::string_view pem) {
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   if (!bio) return make_error_code(AuthErrc::key_file);
   detail::Pkey key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
-  OPENSSL_cleanse(text.data(), text.size());
   if (!key || EVP_PKEY_get_id(key.get()) != EVP_PKEY_ED25519) {
     return make_error_code(AuthErrc::key_file);
   }

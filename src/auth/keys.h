@@ -40,6 +40,9 @@ class PrivateKey {
   // or others read or write it (checked on the opened file, before its bytes are read),
   // AuthErrc::key_file when it cannot be read or holds no Ed25519 private key.
   static Result<PrivateKey> load(const std::string& path);
+  // A key from PEM text (no permission check: for keys that are not files, e.g. a
+  // fuzzer's fixed test keys). AuthErrc::key_file when it holds no Ed25519 private key.
+  static Result<PrivateKey> from_pem(std::string_view pem);
   // A new key, written to `path` (created, mode 0600; an existing file is an error).
   static Result<PrivateKey> create(const std::string& path);
 
