@@ -87,7 +87,8 @@ void Messenger::Impl::begin_handshake(Connection& c) {
     }
     // Pipelined behind the banner (no round trip spent), unless we offer authentication:
     // then it waits for the peer's banner and follows our proof (on_banner).
-    if (!keys_) send_hello(c, *s);
+    if (!keys_) return send_hello(c, *s);
+    flush(c);
   } else {
     flush(c);
   }

@@ -11,6 +11,7 @@
 
 #include "auth/exchange.h"
 #include "msg/messenger_real_fixture.h"
+#include "rmsg/loop_threads.h"
 #include "rmsg/tcp.h"
 #include "wire/banner.h"
 #include "wire/frame_encoder.h"
@@ -383,6 +384,42 @@ TEST_F(MessengerAuthTest, RotatedKeyIsAcceptedWhileBothAreListed) {
   ASSERT_TRUE(a_.node.send_next(kB).ok());
   ASSERT_TRUE(run([&] { return b_.node.count(SessionEvent::Kind::reset) == 1; }));  // restart
   EXPECT_EQ(b_.node.counter("msg.auth.refused"), 0u);
+}
+
+// Over several loops, loop 0 routes an accepted TCP connection by its first bytes: with
+// keys that is the banner's node id (the hello follows the proofs, which the owner's loop
+// checks).
+TEST_F(MessengerAuthTest, SeveralLoopsRouteAuthenticatedConnectionsByTheirBanner) {
+  auto hub_loops = LoopThreads::create(3).value();  // driven by this thread
+  std::uint64_t got = 0;
+  auto hub =
+      Messenger::create(hub_loops->loops(), options(kB), [&](NodeId, std::span<const std::byte>) {
+        ++got;
+      }).value();
+  const auto any = SocketAddress::parse("127.0.0.1:0").value();
+  ConnectionParams p = params();
+  p.peer = SocketAddress::parse(hub->listen(any, params()).value()).value();
+  std::vector<std::unique_ptr<Messenger>> peers;
+  for (const NodeId id : {kA, kM}) {
+    peers.push_back(
+        Messenger::create(*loop_, options(id), [](NodeId, std::span<const std::byte>) {}).value());
+    ASSERT_TRUE(peers.back()->add_peer(kB, p).ok());
+    for (int i = 0; i < 10; ++i)
+      ASSERT_TRUE(peers.back()->send(kB, std::vector<std::byte>(8)).ok());
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (got < 20 && std::chrono::steady_clock::now() < deadline) {
+    loop_->run_for([] { return false; }, 1ms);
+    for (std::size_t l = 0; l < 3; ++l) hub_loops->loop(l).run_for([] { return false; }, 1ms);
+  }
+  EXPECT_EQ(got, 20u);
+  EXPECT_EQ(hub->counter_total("msg.sessions"), 2u);
+  EXPECT_EQ(hub->counter_total("msg.auth.ok"), 2u);
+  EXPECT_EQ(hub->counter_total("msg.route.routed"), 2u);
+  EXPECT_EQ(hub->counter_total("msg.auth.refused"), 0u);
+  hub.reset();
+  peers.clear();
+  for (std::size_t l = 0; l < 3; ++l) hub_loops->loop(l).run_for([] { return false; }, 5ms);
 }
 
 }  // namespace
