@@ -330,6 +330,9 @@ class RMSG_EXPORT Messenger {
     std::uint64_t delivered = 0;  // the last message number handed to dispatch
     std::uint64_t connect_seq = 0;
     std::optional<Transport> transport;  // of the open connection; none when not connected
+    // The open connection's peer proved it holds a key the keyring lists for this node id
+    // (MessengerOptions::auth, docs/security.md); false when not connected.
+    bool authenticated = false;
   };
   // Loop-thread-only.
   std::optional<SessionInfo> session_info(NodeId peer) const;

@@ -201,6 +201,8 @@ TEST_F(MessengerAuthTest, AuthenticatedNodesExchangeMessagesBothWays) {
   }));
   EXPECT_GE(a_.node.counter("msg.auth.ok"), 1u);
   EXPECT_GE(b_.node.counter("msg.auth.ok"), 1u);
+  EXPECT_TRUE(a_.node.m->session_info(kB)->authenticated);
+  EXPECT_TRUE(b_.node.m->session_info(kA)->authenticated);
   EXPECT_EQ(a_.node.counter("msg.auth.refused") + b_.node.counter("msg.auth.refused"), 0u);
   // A reconnect authenticates again, and loses nothing.
   a_.streams->kill_all();
@@ -253,7 +255,11 @@ TEST_F(MessengerAuthTest, OfferPolicyRefusesAListedNodeThatDoesNotAuthenticate) 
   RawPeer q(*loop_, port_b());
   q.send(wire::encode_banner(wire::Banner{}));
   q.send_hello(0x77, kB);
-  ASSERT_TRUE(run([&] { return b_.node.m->session_info(0x77).has_value(); }));
+  ASSERT_TRUE(run([&] {
+    auto info = b_.node.m->session_info(0x77);
+    return info && info->connected;
+  }));
+  EXPECT_FALSE(b_.node.m->session_info(0x77)->authenticated);
 }
 
 TEST_F(MessengerAuthTest, WrongKeyIsRefused) {
