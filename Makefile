@@ -53,7 +53,7 @@ test-host: build
 # ASan+UBSan: the test binaries (no tools) in their own tree; the RDMA ones run in the guest.
 build-asan/build.ninja: Makefile
 	cmake -S . -B build-asan $(CONFIG) -DCMAKE_BUILD_TYPE=Debug -DRMSG_SANITIZE=address,undefined \
-	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_TEST_DIRS='base;loop;stream;cm;tcp;wire;session;msg;rpc;posix;rdma'
+	  -DRMSG_BUILD_TOOLS=OFF -DRMSG_TEST_DIRS='base;loop;stream;cm;tcp;wire;auth;session;msg;rpc;posix;rdma'
 test-asan: build-asan/build.ninja
 	cmake --build build-asan -j $(JOBS)
 	$(CTEST) --test-dir build-asan -j $(JOBS) -L 'unit|tcp'

@@ -18,10 +18,10 @@ install(FILES ${CMAKE_BINARY_DIR}/rmsgConfig.cmake ${CMAKE_BINARY_DIR}/rmsgConfi
 # dependencies go to Libs, so `pkg-config --cflags --libs rmsg` links without --static; a
 # shared one needs them only in Libs.private. librmsg-socket is C++ inside: a C program
 # linking the static one needs the C++ runtime, so it is on its line.
-set(RMSG_PC_DEPS "-lpthread -ldl")
+set(RMSG_PC_DEPS "-lcrypto -lpthread -ldl")
 set(RMSG_PC_CFLAGS "")
 if(RMSG_WITH_RDMA)
-  set(RMSG_PC_DEPS "-lrdmacm -libverbs -lpthread -ldl")
+  set(RMSG_PC_DEPS "-lrdmacm -libverbs -lcrypto -lpthread -ldl")
   set(RMSG_PC_CFLAGS "-DRMSG_WITH_RDMA=1")  # as find_package's rmsg::rmsg says
 endif()
 set(RMSG_SOCKET_PC_DEPS "-ldl -lstdc++ -lm")

@@ -4,7 +4,7 @@
 #   scripts/deps.sh build|test|demo|deb
 set -euo pipefail
 build=(cmake ninja-build g++ make pkg-config clang-format git libgtest-dev libgmock-dev libibverbs-dev
-       librdmacm-dev rdma-core ibverbs-providers iproute2)
+       librdmacm-dev rdma-core ibverbs-providers iproute2 libssl-dev)
 # The Soft-RoCE tier boots Debian's kernel under qemu (tests/softroce/README.md).
 softroce=(qemu-system-x86 linux-image-amd64 busybox-static cpio kmod ibverbs-utils
           rdmacm-utils perftest)

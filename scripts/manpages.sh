@@ -23,5 +23,6 @@ page() {
 page rmsg-run "run an unmodified program on rmsg's socket shim (LD_PRELOAD)"
 page rmsg-perf "measure rmsg's latency and bandwidth against a baseline in the same run"
 page rmsg-info "show rmsg's transports and RDMA devices, and run a TCP self-check"
+page rmsg-keys "create node keys and check keyrings for authenticated rmsg messengers"
 page rmsg-objstore "client of the rmsg object store (put, get, del, list, bench)"
 page rmsg-objstore-server "in-memory object store served over rmsg RPC"

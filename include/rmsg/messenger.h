@@ -24,8 +24,9 @@
 // (MessengerErrc::session_expired: the peer is taken to be gone for good and the session is
 // forgotten; docs/messenger.md, Limits). A hello that claims its node restarted while
 // that node's connection answers keepalives is refused (MessengerErrc::duplicate_node) and
-// does not reset the session. There is no authentication: anyone who can reach a listener
-// can claim a node id whose connection is down (docs/messenger.md, Threat model). The
+// does not reset the session. Without authentication (MessengerOptions::auth) anyone who can
+// reach a listener can claim a node id whose connection is down (docs/messenger.md, Threat
+// model); with it, a node id is whoever holds its key (docs/security.md). The
 // event hands back the messages whose delivery is unknown (written at least once, never
 // acknowledged) apart from those never sent; numbering starts again at 1 in the new
 // session.
@@ -84,6 +85,11 @@ namespace rmsg {
 using ServiceId = std::uint16_t;  // a messenger's user (0: the default one)
 
 enum class SessionPolicy : std::uint8_t { lossless = 0, lossy = 1 };
+
+// Node authentication (docs/security.md). off: none. offer: authenticate with every peer
+// that offers it, and refuse a node the keyring lists when it does not (a keyed node is
+// never downgraded). require: refuse every peer that does not authenticate.
+enum class AuthPolicy : std::uint8_t { off = 0, offer = 1, require = 2 };
 
 // Which transports a session's own connects use (docs/messenger.md, Failover). Accepted
 // connections are taken over whichever transport they came on, whatever the policy.
@@ -196,6 +202,13 @@ struct RMSG_EXPORT MessengerOptions {
   // Flow control (docs/messenger.md): messages larger than this go out in chunks of it,
   // so that priority-lane messages, acks and keepalives pass between them. 0: never split.
   std::size_t fragment_size = std::size_t{64} << 10;
+  // Node authentication (docs/security.md; AuthPolicy above): this node's Ed25519 private
+  // key (PEM; refused when group or others may read or write it) and the keyring ("node-id
+  // public-key" lines), both re-read when they change (key rotation without restarts).
+  // create() fails with the rmsg.auth error of a file that does not load. Unused when off.
+  AuthPolicy auth = AuthPolicy::off;
+  std::string auth_key_file;
+  std::string auth_keyring_file;
 };
 
 class RMSG_EXPORT Messenger {
@@ -326,6 +339,9 @@ class RMSG_EXPORT Messenger {
     std::uint64_t delivered = 0;  // the last message number handed to dispatch
     std::uint64_t connect_seq = 0;
     std::optional<Transport> transport;  // of the open connection; none when not connected
+    // The open connection's peer proved it holds a key the keyring lists for this node id
+    // (MessengerOptions::auth, docs/security.md); false when not connected.
+    bool authenticated = false;
   };
   // Loop-thread-only.
   std::optional<SessionInfo> session_info(NodeId peer) const;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "auth/exchange.h"
 #include "msg/vocabulary.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/messenger.h"
@@ -139,6 +140,10 @@ class Connection {
   // Handshake: the hello that waits for that probe.
   std::optional<msg::Hello> held;
   bool held_reconnect = false;
+  // Handshake with authentication on (session_auth.cc): the exchange, from our banner to
+  // the peer's verified proof; then the node it proved to be (0: not authenticated).
+  std::unique_ptr<auth::Exchange> auth;
+  NodeId authenticated = 0;
 
  private:
   // Makes room at the front once half the buffer is written (amortized: no erase per frame).

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "auth/auth_errors.h"
 #include "base/nested_scratch.h"
 #include "msg/messenger_impl.h"
 #include "msg/vocabulary.h"
@@ -93,6 +94,10 @@ bool Messenger::Impl::consume(ConnId id, std::span<const std::byte> in) {
     if (ev == msg::DecodeEvent::error) {
       fail(id, c->decoder->error());
       return false;
+    }
+    if (ev == msg::DecodeEvent::banner) {
+      on_banner(*c);  // session_auth.cc: the peer's banner bytes are valid only now
+      continue;
     }
     if (ev != msg::DecodeEvent::frame) continue;
     msg::Frame f = c->decoder->take_frame();
@@ -212,6 +217,8 @@ void Messenger::Impl::count_error(std::error_code why) {
   std::string name = "msg.errors.";
   if (why.category() == messenger_category()) {
     name += messenger_errc_name(why.value());
+  } else if (why.category() == auth::auth_category()) {
+    name += auth::auth_errc_name(why.value());
   } else if (why.category() == msg::wire_category()) {
     name += msg::wire_errc_name(static_cast<msg::WireErrc>(why.value()));
   } else {

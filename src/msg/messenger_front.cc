@@ -69,6 +69,7 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
         [f = front.get()](ServiceId service) { return f->attached_user(service); });
     (*holder)->attach(0, {dispatch, on_event});
     factory->set_counters(impl->counters_);
+    if (auto r = impl->init_auth(); !r) return r.error();  // the key files (session_auth.cc)
     front->shards_.push_back(Shard{l, std::move(impl), *holder});
   }
   front->sweep_pending_ = std::make_unique<std::atomic<bool>[]>(front->shards_.size());

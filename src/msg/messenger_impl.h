@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "auth/keyring.h"
 #include "msg/connection.h"
 #include "msg/drainer.h"
 #include "msg/relay_pump.h"
@@ -189,6 +190,13 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void send_hello(Connection& c, Session& s);
   void on_handshake_frame(Connection& c, msg::Frame& f);
   void on_hello(Connection& c, const msg::Hello& h, bool reconnect);
+  // session_auth.cc: the keys, our banner, and the authentication exchange after it.
+  Result<void> init_auth();
+  std::vector<std::byte> local_banner(Connection& c);
+  void on_banner(Connection& c);
+  void on_auth_proof(Connection& c, const msg::Frame& f);
+  // Whether an unauthenticated hello from `node` must be refused (policy, keyring).
+  bool must_authenticate(NodeId node) const;
   void accept_hello(Connection& c, Session& s, const msg::Hello& h, const msg::Decision& d);
   void open_session(Connection& c, Session& s, msg::Seq peer_delivered);
 
@@ -241,6 +249,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
 
   EventLoop& loop_;
   MessengerOptions options_;
+  std::optional<auth::KeyStore> keys_;  // auth != off: our key and keyring
   std::unique_ptr<StreamFactory> streams_;
   ShardDispatch dispatch_;
   ShardEventCallback on_event_;

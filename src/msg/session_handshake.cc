@@ -4,6 +4,7 @@
 // through it; docs/protocol.md has the bytes.
 #include <utility>
 
+#include "auth/auth_errors.h"
 #include "msg/messenger_impl.h"
 #include "msg/vocabulary.h"
 #include "rmsg/log.h"
@@ -68,9 +69,13 @@ void Messenger::Impl::begin_handshake(Connection& c) {
   enter(c, Connection::State::handshake);
   // borrow: consume() handles each frame before the bytes it read change (connection_io.cc),
   // so a small frame is not copied out of the read buffer.
-  c.decoder.emplace(
-      msg::DecoderOptions{.local = msg::Banner{}, .limits = frame_limits_, .borrow = true});
-  const auto banner = msg::encode_banner(msg::Banner{});
+  const auto banner = local_banner(c);  // session_auth.cc: with auth, its offer and nonce
+  msg::Banner local;  // what the peer's banner is negotiated against: ours, as sent
+  if (c.auth) {
+    local.supported = msg::kFeatureAuthenticated;
+    if (options_.auth == AuthPolicy::require) local.required = msg::kFeatureAuthenticated;
+  }
+  c.decoder.emplace(msg::DecoderOptions{.local = local, .limits = frame_limits_, .borrow = true});
   c.queue_bytes(banner);
   const ConnId id = c.id;
   watch(c);
@@ -80,7 +85,10 @@ void Messenger::Impl::begin_handshake(Connection& c) {
       drop(id, false);
       return;
     }
-    send_hello(c, *s);  // pipelined behind the banner: no round trip spent
+    // Pipelined behind the banner (no round trip spent), unless we offer authentication:
+    // then it waits for the peer's banner and follows our proof (on_banner).
+    if (!keys_) return send_hello(c, *s);
+    flush(c);
   } else {
     flush(c);
   }
@@ -105,6 +113,8 @@ void Messenger::Impl::send_hello(Connection& c, Session& s) {
 void Messenger::Impl::on_handshake_frame(Connection& c, msg::Frame& f) {
   const ConnId id = c.id;
   const auto payload = f.segment(0);
+  if (f.type() == FrameType::auth_proof) return on_auth_proof(c, f);         // session_auth.cc
+  if (c.auth) return fail(id, make_error_code(auth::AuthErrc::unexpected));  // proof first
   if (c.role == Connection::Role::inbound) {
     if (c.held ||
         (f.type() != FrameType::client_ident && f.type() != FrameType::session_reconnect)) {
@@ -169,6 +179,12 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   if (h.node == 0 || h.node == options_.node_id || reconnect != (h.server_cookie != 0) ||
       h.client_cookie == 0 || (c.peer != 0 && c.peer != h.node)) {
     return fail(id, make_error_code(MessengerErrc::bad_payload));
+  }
+  // Authenticated: the hello speaks for the node that proved itself, no other; else the
+  // node must be one that may come without proof (session_auth.cc).
+  if (c.authenticated != 0 ? h.node != c.authenticated : must_authenticate(h.node)) {
+    return fail(id, make_error_code(c.authenticated != 0 ? auth::AuthErrc::wrong_peer
+                                                         : auth::AuthErrc::not_offered));
   }
   if (owns_ && !owns_(h.node)) {
     if (relay(c, h.node)) return;

@@ -32,7 +32,9 @@ void Messenger::Impl::keep_transcript(ConnId id, std::span<const std::byte> in) 
 }
 
 bool Messenger::Impl::relay(Connection& c, NodeId peer) {
-  if (!owner_loop_ || !to_owner_ || shutting_down_) return false;
+  // With keys our banner is not Banner{}'s, which the owner's relayed stream skips; such a
+  // connector names its node in its banner, so it is routed before it gets here.
+  if (!owner_loop_ || !to_owner_ || shutting_down_ || keys_) return false;
   if (c.transcript.size() > msg::kRelayCapacity) return false;
   EventLoop& owner = owner_loop_(peer);
   auto channel = std::make_shared<msg::RelayChannel>(loop_, owner, msg::kRelayCapacity);

@@ -259,6 +259,10 @@ DecodeEvent WireDecoder::on_banner_rest() {
   peer_.version_max = wire::load_le<std::uint16_t>(staging_.data() + 10);
   peer_.supported = wire::load_le<std::uint64_t>(staging_.data() + 16);
   peer_.required = wire::load_le<std::uint64_t>(staging_.data() + 24);
+  const auto ext =
+      std::span<const std::byte>(staging_.data() + kBannerFixedSize, crc_at - kBannerFixedSize);
+  if (auto r = decode_banner_extension(ext, peer_); !r) return fail(r.error());
+  banner_size_ = need_;
   auto n = negotiate(options_.local, peer_);
   if (!n) return fail(n.error());
   negotiated_ = n.value();

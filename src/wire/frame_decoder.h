@@ -143,6 +143,11 @@ class WireDecoder {
   DecodeEvent finish();
 
   const Banner& peer_banner() const noexcept { return peer_; }  // after `banner`
+  // The peer's banner, every byte as received (the authentication transcript): valid at
+  // the `banner` event only, until the next feed()/prepare()/commit().
+  std::span<const std::byte> peer_banner_bytes() const noexcept {
+    return {staging_.data(), banner_size_};
+  }
   const Negotiated& negotiated() const noexcept { return negotiated_; }
   // Whether the peer's banner was accepted (frames follow).
   bool banner_done() const noexcept { return banner_done_; }
@@ -190,6 +195,7 @@ class WireDecoder {
   Banner peer_{};
   Negotiated negotiated_{};
   bool banner_done_ = false;
+  std::size_t banner_size_ = 0;
   Frame frame_;
   std::error_code error_;
   WireStats stats_;

@@ -115,6 +115,8 @@ const char* frame_type_name(FrameType t) noexcept {
       return "keepalive_ack";
     case FrameType::close:
       return "close";
+    case FrameType::auth_proof:
+      return "auth_proof";
   }
   return "unknown";
 }

@@ -26,11 +26,13 @@ enum class FrameType : std::uint8_t {
   keepalive = 13,
   keepalive_ack = 14,
   close = 15,
-  // 16..31 reserved for the authenticated/encrypted mode's handshake (auth_request, ...).
+  // The authentication proof (banner feature bit 0; docs/protocol.md, Authentication).
+  auth_proof = 16,
+  // 17..31 reserved for the authenticated/encrypted mode's later frames.
 };
 
 inline constexpr std::uint8_t kFirstFrameType = 1;
-inline constexpr std::uint8_t kLastFrameType = 15;
+inline constexpr std::uint8_t kLastFrameType = 16;
 
 constexpr bool is_known_frame_type(std::uint8_t t) noexcept {
   return t >= kFirstFrameType && t <= kLastFrameType;

@@ -20,12 +20,17 @@ std::uint64_t le(std::span<const std::byte> b, std::size_t off, std::size_t len)
 constexpr std::size_t kNodeField = 8;  // the hello's first field (docs/protocol.md)
 
 // The banner in full (CRC, versions, required features), as the shard would check it:
-// a banner the shard would refuse is refused now, not after the handshake timeout.
-bool banner_acceptable(std::span<const std::byte> banner) {
+// a banner the shard would refuse is refused now, not after the handshake timeout. The
+// shard's authentication policy is its own: a banner that requires it passes here. A
+// banner with the auth field names its sender there (`auth_node`), since such a connector
+// sends its hello only after the proofs, which need the shard.
+bool banner_acceptable(std::span<const std::byte> banner, NodeId& auth_node) {
   DecoderOptions o;
-  o.local = Banner{};
+  o.local = Banner{.supported = kFeatureAuthenticated};
   WireDecoder dec(o);
-  return dec.feed(banner) == DecodeEvent::banner;
+  if (dec.feed(banner) != DecodeEvent::banner) return false;
+  if (dec.peer_banner().auth) auth_node = dec.peer_banner().auth->node;
+  return true;
 }
 
 }  // namespace
@@ -41,7 +46,11 @@ HelloPeek peek_hello(std::span<const std::byte> head) noexcept {
   const std::size_t ext = le(head, 12, 2);
   if (ext > kMaxBannerExtension) return {V::malformed};
   const std::size_t pre = kBannerSize + ext;  // the first frame's preamble
-  if (head.size() >= pre && !banner_acceptable(head.first(pre))) return {V::malformed};
+  NodeId auth_node = 0;
+  if (head.size() >= pre) {
+    if (!banner_acceptable(head.first(pre), auth_node)) return {V::malformed};
+    if (auth_node != 0) return {V::node, 0, auth_node};
+  }
   const std::size_t need = pre + kPreambleSize + kNodeField;
   if (head.size() < need) return {V::need_more, need};
   const auto type = static_cast<FrameType>(std::to_integer<std::uint8_t>(head[pre]));

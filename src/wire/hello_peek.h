@@ -17,7 +17,7 @@ struct HelloPeek {
   enum class Verdict : std::uint8_t { need_more, node, malformed };
   Verdict verdict = Verdict::need_more;
   std::size_t need = 0;  // need_more: the bytes to wait for in all
-  NodeId node = 0;       // node: the hello's sender
+  NodeId node = 0;       // node: the hello's sender, or the banner's auth field's node
 };
 HelloPeek peek_hello(std::span<const std::byte> head) noexcept;
 // The most bytes peek_hello() ever asks for (a banner with the longest extension, a

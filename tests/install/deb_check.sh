@@ -45,7 +45,7 @@ c++ -std=c++20 -o "$out/echo" /tmp/rmsg-src/examples/echo_loop.cc $(pkg-config -
 cc -o "$out/c_api" /tmp/rmsg-src/tests/posix/c_api_test.c $(pkg-config --cflags --libs rmsg-socket)
 "$out/echo" >/dev/null
 "$out/c_api" >/dev/null
-for t in rmsg-run rmsg-perf rmsg-info rmsg-objstore rmsg-objstore-server; do
+for t in rmsg-run rmsg-perf rmsg-info rmsg-keys rmsg-objstore rmsg-objstore-server; do
   "$t" --help >/dev/null || fail "$t --help failed"
   [ -f "/usr/share/man/man1/$t.1.gz" ] || fail "$t: no man page"
 done

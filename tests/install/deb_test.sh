@@ -51,7 +51,7 @@ for prog in "$tmp/consumer/kv_server" "$tmp/consumer/kv_client"; do
   objdump -p "$prog" | grep -E 'NEEDED +librmsg\.so\.0$' >/dev/null || fail "$prog links no librmsg"
 done
 
-for tool in rmsg-run rmsg-perf rmsg-info rmsg-objstore rmsg-objstore-server; do
+for tool in rmsg-run rmsg-perf rmsg-info rmsg-keys rmsg-objstore rmsg-objstore-server; do
   "$root/usr/bin/$tool" --help >/dev/null || fail "$tool --help failed"
   [ -f "$root/usr/share/man/man1/$tool.1.gz" ] || fail "$tool: no man page"
 done

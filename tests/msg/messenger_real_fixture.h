@@ -43,7 +43,7 @@ class MessengerRealTest : public ::testing::Test {
     loop_->run_for([] { return false; }, std::chrono::milliseconds(20));
   }
 
-  MessengerOptions options(NodeId id) const {
+  virtual MessengerOptions options(NodeId id) const {
     MessengerOptions o;
     o.node_id = id;
     o.handshake_timeout = std::chrono::seconds(5);

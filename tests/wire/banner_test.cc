@@ -2,6 +2,8 @@
 // same answer), and the decoder's banner states (magic first, extension bounded, CRC).
 #include "wire/banner.h"
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "wire/crc32c.h"
@@ -109,7 +111,15 @@ TEST(BannerDecoder, ExtensionIsSkippedAndBounded) {
     auto b = encode_banner(Banner{});
     std::vector<std::byte> wire(b.begin(), b.begin() + kBannerFixedSize);
     wire::store_le<std::uint16_t>(wire.data() + 12, static_cast<std::uint16_t>(ext));
-    wire.resize(kBannerFixedSize + ext, std::byte{0x5A});
+    // Fields of an unknown type (0x5A) fill the extension: skipped.
+    for (std::size_t rem = ext; rem > 0;) {
+      std::size_t len = std::min<std::size_t>(255, rem - 2);
+      if (rem - 2 - len == 1) --len;
+      wire.push_back(std::byte{0x5A});
+      wire.push_back(static_cast<std::byte>(len));
+      wire.resize(wire.size() + len, std::byte{0x5A});
+      rem -= 2 + len;
+    }
     wire.resize(wire.size() + 4);
     wire::store_le<std::uint32_t>(wire.data() + kBannerFixedSize + ext,
                                   crc32c(std::span<const std::byte>(wire.data(), wire.size() - 4)));
@@ -122,6 +132,59 @@ TEST(BannerDecoder, ExtensionIsSkippedAndBounded) {
       EXPECT_EQ(d.error, make_error_code(WireErrc::bad_banner)) << ext;
     }
   }
+}
+
+TEST(BannerDecoder, AuthFieldRoundTripsWithTheRawBytes) {
+  Banner b{.supported = kFeatureAuthenticated, .required = kFeatureAuthenticated};
+  BannerAuth a;
+  a.node = 0x1122334455667788;
+  for (std::size_t i = 0; i < kBannerNonceSize; ++i) a.nonce[i] = static_cast<std::byte>(i);
+  b.auth = a;
+  const auto bytes = encode_banner_ext(b);
+  ASSERT_EQ(bytes.size(), kBannerAuthSize);
+  WireDecoder dec(wire_test::with_local(Banner{.supported = kFeatureAuthenticated}));
+  std::span<const std::byte> in(bytes);
+  ASSERT_EQ(dec.feed(in), DecodeEvent::banner);
+  ASSERT_TRUE(dec.peer_banner().auth.has_value());
+  EXPECT_EQ(dec.peer_banner().auth->node, 0x1122334455667788u);
+  EXPECT_TRUE(dec.peer_banner().auth->nonce == a.nonce);
+  EXPECT_EQ(dec.negotiated().features, kFeatureAuthenticated);
+  const auto raw = dec.peer_banner_bytes();
+  EXPECT_TRUE(std::equal(raw.begin(), raw.end(), bytes.begin(), bytes.end()));
+  // Without the auth field: the plain 36 bytes.
+  EXPECT_EQ(encode_banner_ext(Banner{}).size(), kBannerSize);
+}
+
+TEST(BannerDecoder, MalformedExtensionFieldsAreBadBanner) {
+  auto with_ext = [](std::vector<std::byte> ext) {
+    std::array<std::byte, kBannerFixedSize + kMaxBannerExtension + 4> buf{};
+    const auto b = encode_banner(Banner{});
+    std::memcpy(buf.data(), b.data(), kBannerFixedSize);
+    wire::store_le<std::uint16_t>(buf.data() + 12, static_cast<std::uint16_t>(ext.size()));
+    std::copy(ext.begin(), ext.end(), buf.begin() + kBannerFixedSize);
+    const std::size_t crc_at = kBannerFixedSize + ext.size();
+    wire::store_le<std::uint32_t>(buf.data() + crc_at,
+                                  crc32c(std::span<const std::byte>(buf.data(), crc_at)));
+    return std::vector<std::byte>(buf.begin(),
+                                  buf.begin() + static_cast<std::ptrdiff_t>(crc_at + 4));
+  };
+  const std::vector<std::byte> field40(42, std::byte{0});
+  std::vector<std::byte> auth = field40;
+  auth[0] = std::byte{kBannerFieldAuth};
+  auth[1] = std::byte{40};
+  std::vector<std::byte> twice = auth;
+  twice.insert(twice.end(), auth.begin(), auth.end());
+  std::vector<std::byte> short_auth(41, std::byte{0});
+  short_auth[0] = std::byte{kBannerFieldAuth};
+  short_auth[1] = std::byte{39};
+  for (const auto& ext : {std::vector<std::byte>{std::byte{7}},
+                          std::vector<std::byte>{std::byte{7}, std::byte{3}}, twice, short_auth}) {
+    WireDecoder dec;
+    EXPECT_EQ(decode_all(dec, with_ext(ext), 5).error, make_error_code(WireErrc::bad_banner))
+        << ext.size();
+  }
+  WireDecoder ok;
+  EXPECT_FALSE(decode_all(ok, with_ext(auth), 5).error);
 }
 
 TEST(BannerDecoder, VersionAndFeatureFailuresAreCounted) {

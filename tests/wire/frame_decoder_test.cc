@@ -197,7 +197,7 @@ TEST(FrameDecoderErrors, ReservedFlagsAndKeyPhaseAreRejected) {
 }
 
 TEST(FrameDecoderErrors, UnknownTypes) {
-  for (const int t : {0, kLastFrameType + 1, 16, 31, 255}) {
+  for (const int t : {0, kLastFrameType + 1, 17, 31, 255}) {
     auto p = preamble(0);
     p.type = static_cast<FrameType>(t);
     expect_error(crafted(p), WireErrc::unknown_type);

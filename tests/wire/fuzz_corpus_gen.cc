@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "auth/exchange.h"
+#include "fuzz/auth_fuzz_keys.h"
 #include "wire/banner.h"
 #include "wire/crc32c.h"
 #include "wire/frame_bytes.h"
@@ -70,6 +72,61 @@ void write(const std::filesystem::path& dir, const std::string& name, const Byte
       .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
+// auth_handshake: a connector's banner and proof as the fuzzer's acceptor (fixed keys,
+// tests/fuzz/auth_fuzz_keys.h) receives them: one that verifies, and its near misses.
+void write_auth_seeds(const std::filesystem::path& dir, const Bytes& hello) {
+  namespace fz = rmsg::fuzz;
+  using namespace rmsg::auth;
+  const auto self = PrivateKey::from_pem(fz::kFuzzSelfPem).value();
+  const auto peer = PrivateKey::from_pem(fz::kFuzzPeerPem).value();
+  auto banner_of = [](std::uint64_t node, std::uint8_t nonce) {
+    Banner b;
+    b.supported = b.required = kFeatureAuthenticated;
+    BannerAuth a;
+    a.node = node;
+    a.nonce.fill(std::byte{nonce});
+    b.auth = a;
+    return encode_banner_ext(b);
+  };
+  const Bytes own = banner_of(fz::kFuzzSelf, fz::kFuzzNonceByte);
+  const Bytes theirs = banner_of(fz::kFuzzPeer, 0x11);
+  auto proof_frame = [&](const PrivateKey& key, std::uint64_t node) {
+    Exchange x(Role::connector, node, fz::kFuzzSelf, theirs);
+    const auto p = x.proof(key, own).value();
+    return frame(FrameType::auth_proof, {Bytes(p.begin(), p.end())});
+  };
+  const Bytes good = proof_frame(peer, fz::kFuzzPeer);
+  Bytes valid = theirs;
+  append(valid, good);
+  append(valid, hello);
+  write(dir, "valid", valid);
+  Bytes twice = theirs;
+  append(twice, good);
+  append(twice, good);
+  write(dir, "twice", twice);
+  Bytes wrong_key = theirs;
+  append(wrong_key, proof_frame(self, fz::kFuzzPeer));
+  write(dir, "wrong_key", wrong_key);
+  Bytes flipped = theirs;
+  Bytes bad = good;
+  bad[kPreambleSize + 100] ^= std::byte{4};
+  // The segment's CRC no longer matches: recompute it, the signature alone is wrong.
+  const std::size_t crc_at = kPreambleSize + kProofSize;
+  store_le<std::uint32_t>(bad.data() + crc_at, crc32c(std::span<const std::byte>(
+                                                   bad.data() + kPreambleSize, kProofSize)));
+  append(flipped, bad);
+  write(dir, "flipped_signature", flipped);
+  Bytes plain = banner_bytes(Banner{1, 1, kFeatureAuthenticated, 0});
+  append(plain, good);
+  write(dir, "no_auth_field", plain);
+  Bytes short_proof = theirs;
+  append(short_proof, frame(FrameType::auth_proof, {Bytes(kProofSize - 1, std::byte{1})}));
+  write(dir, "short_proof", short_proof);
+  Bytes reflected = own;
+  append(reflected, frame(FrameType::auth_proof, {Bytes(kProofSize, std::byte{0})}));
+  write(dir, "reflected_banner", reflected);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -128,7 +185,7 @@ int main(int argc, char** argv) {
   Bytes ext = banner_bytes();
   ext.resize(kBannerFixedSize);
   store_le<std::uint16_t>(ext.data() + 12, 3);
-  append(ext, bytes_of("ext"));
+  append(ext, Bytes{std::byte{0x7F}, std::byte{1}, std::byte{0}});  // an unknown field
   ext.resize(ext.size() + 4);
   store_le<std::uint32_t>(ext.data() + ext.size() - 4,
                           crc32c(std::span<const std::byte>(ext.data(), ext.size() - 4)));
@@ -143,6 +200,7 @@ int main(int argc, char** argv) {
   write(hdir, "missing_features", hs(Banner{1, 1, 0x1, 0x1}, Banner{1, 1, 0x2, 0}, hello));
   write(hdir, "inverted_range", hs(Banner{3, 1, 0, 0}, Banner{1, 1, 0, 0}, {}));
   write(hdir, "garbage_after", hs(Banner{}, Banner{}, bytes_of("not a preamble, just text!!!!!!")));
+  write_auth_seeds(root / "auth_handshake", hello);
   std::printf("wrote %s and %s\n", fdir.c_str(), hdir.c_str());
   return 0;
 }

@@ -74,5 +74,14 @@ TEST(HelloPeek, RejectsWhatIsNoMessengerHello) {
   EXPECT_EQ(peek_hello(v9).verdict, V::malformed);
 }
 
+TEST(HelloPeek, AuthBannerNamesItsSenderWithoutAHello) {
+  Banner b{.supported = kFeatureAuthenticated, .required = kFeatureAuthenticated};
+  b.auth = BannerAuth{.node = 0x77, .nonce = {}};
+  const auto bytes = encode_banner_ext(b);
+  const HelloPeek p = peek_hello(bytes);
+  EXPECT_EQ(p.verdict, HelloPeek::Verdict::node);
+  EXPECT_EQ(p.node, 0x77u);
+}
+
 }  // namespace
 }  // namespace rmsg::wire
