@@ -31,7 +31,8 @@ Result<void> RdmaStream::join_pool(ibv_context* ctx) {
   slot_block_.assign(window, 0);
   free_slots_.clear();
   for (std::uint32_t s = window; s-- > 0;) free_slots_.push_back(s);
-  window_lease_.reset(geometry_.recv_block_count, geometry_.recv_block_count);  // negotiate() widens
+  window_lease_.reset(geometry_.recv_block_count,
+                      geometry_.recv_block_count);  // negotiate() widens
   return {};
 }
 
