@@ -17,6 +17,8 @@ for n in $counts; do
   $perf --transport rdma --connections "$n" --setup-calls 0
   echo "== rdma, $n connections, default setup budget"
   $perf --transport rdma --connections "$n"
+  echo "== rdma, $n connections, shared receive (4 KiB pool blocks, 8 x 4 KiB send ring)"
+  $perf --transport rdma --connections "$n" --shared-receive --blocks 8x4K
   echo "== tcp, $n connections"
   $perf --transport tcp --connections "$n"
 done

@@ -99,6 +99,24 @@ struct RMSG_EXPORT RdmaOptions {
   // linger_timeout, or when the loop is destroyed first, the close is abortive (the peer
   // sees connection_reset unless it already read our EOF). Zero: close() always aborts.
   std::chrono::milliseconds linger_timeout{5000};
+
+  // Shared receive (docs/protocol.md, Shared receive): when set, the stream offers the mode
+  // (hello feature bit 0) and takes its receives from one pool per loop and device, a
+  // shared receive queue of `shared_connections * shared_guaranteed + shared_lease_blocks`
+  // blocks of shared_block_size bytes (the first stream on the loop and device sizes it):
+  // each connection always has shared_guaranteed credits (>= 4) and busy ones lease up to
+  // shared_window. A connection beyond shared_connections on the pool is refused
+  // (Errc::resource_exhausted, counted as srq_admit_refused), never an RNR later. recv_block_*
+  // then apply only to a peer that does not take the mode (an acceptor answers it with
+  // per-stream rings). Only for streams outside a connection manager (its pooled
+  // structures are per-stream rings). Off: per-stream rings, faster for bulk streaming
+  // between two nodes (64 KiB SENDs).
+  bool shared_receive = false;
+  std::uint32_t shared_block_size = 4096;
+  std::uint32_t shared_guaranteed = 4;
+  std::uint32_t shared_window = 32;
+  std::uint32_t shared_connections = 256;
+  std::uint32_t shared_lease_blocks = 256;
 };
 
 // Binds `address` (port 0 picks a free port: Listener::port()) on the RDMA device that owns
@@ -124,7 +142,9 @@ struct RMSG_EXPORT RdmaStreamInfo {
   std::uint64_t credit_messages_sent = 0;  // credit-only control messages
   std::uint64_t credit_stalls = 0;         // writes that stopped for lack of credits
   std::uint64_t send_completions = 0;      // signalled send completions reaped
-  std::uint64_t send_posts = 0;  // ibv_post_send calls: a write() posts its messages as one chain
+  std::uint64_t send_posts = 0;   // ibv_post_send calls: a write() posts its messages as one chain
+  bool shared_receive = false;    // our receives come from the loop's shared pool
+  std::uint32_t recv_window = 0;  // shared receive: the peer's credit window now (G + lease)
 };
 RMSG_EXPORT Result<RdmaStreamInfo> rdma_stream_info(const Stream& stream);
 

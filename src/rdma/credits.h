@@ -21,10 +21,14 @@ namespace rmsg::rdma {
 class Credits {
  public:
   // `initial`: the peer's recv_block_count; `own_recv_blocks`: ours (sets the threshold).
-  void reset(std::uint32_t initial, std::uint32_t own_recv_blocks) noexcept {
+  // The shared-receive mode (docs/protocol.md, Shared receive) lets windows grow:
+  // `peer_limit` is then the peer's recv_window (credits never exceed it; 0: `initial`),
+  // `own_limit` ours (what may be owed at most; 0: `own_recv_blocks`).
+  void reset(std::uint32_t initial, std::uint32_t own_recv_blocks, std::uint32_t peer_limit = 0,
+             std::uint32_t own_limit = 0) noexcept {
     credits_ = initial;
-    limit_ = initial;
-    own_ = own_recv_blocks;
+    limit_ = std::max(initial, peer_limit);
+    own_ = std::max(own_recv_blocks, own_limit);
     owed_ = 0;
     threshold_ = std::max<std::uint32_t>(2, own_recv_blocks / 2);
   }
@@ -54,6 +58,13 @@ class Credits {
     credits_ += n;
     return true;
   }
+  // A release message drops `n` credits besides the one it spent (shared-receive mode):
+  // false (nothing changes) when fewer are held.
+  [[nodiscard]] bool drop(std::uint32_t n) noexcept {
+    if (n > credits_) return false;
+    credits_ -= n;
+    return true;
+  }
   void on_reposted(std::uint32_t n = 1) noexcept {
     owed_ += n;
     RMSG_DEBUG_ASSERT(owed_ <= own_ || own_ == 0);  // one owed credit per receive block
@@ -63,8 +74,8 @@ class Credits {
   std::uint32_t credits_ = 0;
   std::uint32_t owed_ = 0;
   std::uint32_t threshold_ = 2;
-  std::uint32_t limit_ = 0;  // the peer's recv_block_count
-  std::uint32_t own_ = 0;    // our recv_block_count
+  std::uint32_t limit_ = 0;  // the peer's recv_block_count (shared receive: recv_window)
+  std::uint32_t own_ = 0;    // our recv_block_count (shared receive: our recv_window)
 };
 
 }  // namespace rmsg::rdma

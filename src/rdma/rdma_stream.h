@@ -41,6 +41,8 @@
 #include "rdma/recv_ring.h"
 #include "rdma/resources.h"
 #include "rdma/send_ring.h"
+#include "rdma/srq/credit_lease.h"
+#include "rdma/srq/shared_receive.h"
 #include "rdma/stream_counters.h"
 #include "rdma/stream_state.h"
 #include "rdma/wire.h"
@@ -183,6 +185,22 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   }
   void flush_control_now();
   void fail(std::error_code ec);
+  // shared receive (srq/stream_shared_receive.cc): receives from the loop's pool
+  Result<void> join_pool(ibv_context* ctx);
+  void leave_pool();
+  void on_shared_recv(const ibv_wc& wc);
+  int repost_slot(std::uint32_t slot);
+  int repost_pool_block(std::uint32_t block);
+  bool leasing() const noexcept { return (features_ & wire::kFeatureSharedReceive) != 0; }
+  // Before a message takes what is owed: a busy peer's lease grows with it.
+  void grant_lease() {
+    if (leasing()) grant_lease_now();
+  }
+  void grant_lease_now();
+  void release_lease();
+  const std::byte* rx_block(std::uint32_t slot) const noexcept {
+    return pool_ ? pool_->block(slot_block_[slot]) : res_->recv_block(slot);
+  }
   // readiness (stream_readiness.cc)
   // (defined below the class: inline, they run after every message)
   void changed();
@@ -227,6 +245,16 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
 
   SendRing send_ring_;  // send blocks and send-queue slots (wr_id index = slot)
   RecvRing recv_ring_;  // receive blocks: posted, queued for read(), consumed
+
+  // Shared receive: set while our receives come from the loop's pool. recv_ring_ then
+  // counts slots (up to our window's ceiling), each naming the pool block it holds.
+  std::shared_ptr<SharedReceive> pool_;
+  bool admitted_ = false;     // holds a guaranteed part of the pool's budget
+  CreditLease window_lease_;  // the peer's window at our pool
+  std::vector<std::uint32_t> slot_block_;
+  std::vector<std::uint32_t> free_slots_;
+  std::uint64_t data_sent_seen_ = 0;  // data messages sent at the previous liveness tick
+  std::array<std::byte, wire::kReleasePayload> release_payload_{};
 
   // state (stream_state.h)
   bool passive_ = false;  // the role, fixed at start_accept

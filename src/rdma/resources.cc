@@ -1,5 +1,6 @@
 #include "rdma/resources.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "rdma/wire.h"
@@ -24,7 +25,8 @@ Result<verbs::Qp> create_qp_probing_inline(ConnResources& r) {
   attr.qp_type = IBV_QPT_RC;
   attr.sq_sig_all = 0;  // selective signalling
   attr.cap.max_send_wr = r.geometry.sq_depth();
-  attr.cap.max_recv_wr = r.geometry.recv_block_count;
+  attr.srq = r.srq;
+  attr.cap.max_recv_wr = r.srq != nullptr ? 0 : r.geometry.recv_block_count;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   // Devices do not report their inline limit (rxe: 512; more fails with EINVAL): halve
@@ -53,9 +55,10 @@ Result<Geometry> geometry_from(const RdmaOptions& o) {
 }
 
 ResourceBuilder::ResourceBuilder(EventLoop& loop, ibv_context* ctx, const Geometry& g,
-                                 std::shared_ptr<verbs::Pd> shared_pd)
+                                 std::shared_ptr<verbs::Pd> shared_pd, ibv_srq* srq)
     : loop_(loop), r_(std::make_unique<ConnResources>()) {
   r_->context = ctx;
+  r_->srq = srq;
   r_->geometry = g;
   r_->pd = std::move(shared_pd);
 }
@@ -89,14 +92,16 @@ Result<bool> ResourceBuilder::step() {
       return false;
     }
     case 3: {
-      auto cq = verbs::create_cq(r.context, static_cast<int>(g.recv_block_count), r.channel->get(),
-                                 &r.recv_sink);
+      const auto depth = std::max(g.recv_block_count, g.recv_window);
+      auto cq =
+          verbs::create_cq(r.context, static_cast<int>(depth), r.channel->get(), &r.recv_sink);
       if (!cq) return cq.error();
       r.recv_cq = std::move(cq).value();
       return false;
     }
     case 4:
     case 5: {
+      if (step == 5 && r.srq != nullptr) return false;  // receives from the pool
       auto buf = verbs::allocate_buffer(step == 4 ? send_len : recv_len);
       if (!buf) return buf.error();
       (step == 4 ? r.send_ring : r.recv_ring) = std::move(buf).value();
@@ -110,6 +115,7 @@ Result<bool> ResourceBuilder::step() {
       return false;
     }
     case 7: {
+      if (r.srq != nullptr) return false;
       auto mr = verbs::reg_mr(r.pd->get(), r.recv_ring.get(), recv_len, IBV_ACCESS_LOCAL_WRITE);
       if (!mr) return mr.error();
       r.recv_mr = std::move(mr).value();
@@ -128,8 +134,9 @@ Result<bool> ResourceBuilder::step() {
 
 Result<std::unique_ptr<ConnResources>> create_conn_resources(EventLoop& loop, ibv_context* ctx,
                                                              const Geometry& g,
-                                                             std::shared_ptr<verbs::Pd> shared_pd) {
-  ResourceBuilder b(loop, ctx, g, std::move(shared_pd));
+                                                             std::shared_ptr<verbs::Pd> shared_pd,
+                                                             ibv_srq* srq) {
+  ResourceBuilder b(loop, ctx, g, std::move(shared_pd), srq);
   for (;;) {
     auto done = b.step();
     if (!done) return done.error();

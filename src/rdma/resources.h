@@ -26,6 +26,9 @@ struct Geometry {
   std::uint32_t recv_block_size = 0;
   std::uint32_t recv_block_count = 0;
   std::uint32_t inline_size = 0;  // requested
+  // Shared receive (srq/shared_receive.h): receives come from the loop's pool, up to
+  // recv_window of them may complete at once (the receive CQ's depth); 0: own ring.
+  std::uint32_t recv_window = 0;
 
   // Send queue: a WR per send block plus room for two control messages.
   std::uint32_t sq_depth() const noexcept { return send_block_count + 2; }
@@ -52,6 +55,8 @@ struct ConnResources {
   verbs::Mr send_mr;
   verbs::Mr recv_mr;
   verbs::Qp qp;
+  // The pool's SRQ the QP takes its receives from (no receive ring then); null: its own.
+  ibv_srq* srq = nullptr;
 
   Geometry geometry;
   std::uint32_t inline_granted = 0;
@@ -97,9 +102,11 @@ constexpr std::uint16_t next_serial(std::uint16_t s) noexcept {
 // `pd` (a new one when null), its CQs on the loop's completion channel for the device:
 // the structure serves streams of that loop only. The inline size is probed downwards
 // from the requested one when the device refuses it.
+// With `srq` (the shared-receive pool's, on `pd`) the QP takes its receives from it and
+// the structure has no receive ring.
 Result<std::unique_ptr<ConnResources>> create_conn_resources(
     EventLoop& loop, ibv_context* ctx, const Geometry& geometry,
-    std::shared_ptr<verbs::Pd> pd = nullptr);
+    std::shared_ptr<verbs::Pd> pd = nullptr, ibv_srq* srq = nullptr);
 
 // create_conn_resources one verbs object (or ring) per step(), so that a connection
 // manager can build a spare between other work on its loop: each verbs call is a system
@@ -110,7 +117,7 @@ Result<std::unique_ptr<ConnResources>> create_conn_resources(
 class ResourceBuilder {
  public:
   ResourceBuilder(EventLoop& loop, ibv_context* ctx, const Geometry& geometry,
-                  std::shared_ptr<verbs::Pd> pd);
+                  std::shared_ptr<verbs::Pd> pd, ibv_srq* srq = nullptr);
   Result<bool> step();
   std::unique_ptr<ConnResources> take() { return std::move(r_); }
   const ConnResources& resources() const { return *r_; }

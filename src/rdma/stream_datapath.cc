@@ -67,6 +67,7 @@ class RdmaStream::GatherSource {
 // are the peer's starting credits, not owed. Inlined into the data path (read(), a control
 // message's completion); repost() for the rest.
 [[gnu::always_inline]] inline int RdmaStream::post_recv_block(std::uint32_t block, bool owed) {
+  if (pool_) return repost_slot(block);  // a slot of the shared-receive pool
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(res_->recv_block(block)), geometry_.recv_block_size,
               res_->recv_mr->lkey};
   ibv_recv_wr wr{};
@@ -108,8 +109,9 @@ class RdmaStream::GatherSource {
     return fail(make_error_code(Errc::protocol_error));
   }
   const bool is_data = imm->type == wire::MsgType::data;
-  const bool bad_len =
-      is_data ? (wc.byte_len == 0 || wc.byte_len > geometry_.recv_block_size) : wc.byte_len != 0;
+  // A release belongs to the shared-receive mode, which takes on_shared_recv instead.
+  const bool bad_len = is_data ? (wc.byte_len == 0 || wc.byte_len > geometry_.recv_block_size)
+                               : (wc.byte_len != 0 || imm->type == wire::MsgType::release);
   const bool after_fin_ok =
       imm->type == wire::MsgType::credit || imm->type == wire::MsgType::keepalive;
   const bool peer_fin = rx_ != RxState::open;
@@ -151,7 +153,11 @@ class RdmaStream::GatherSource {
       fail(make_error_code(Errc::device_error));
       return total;
     }
-    for (int i = 0; i < n; ++i) on_recv_completion(wc[i]);
+    if (pool_) {
+      for (int i = 0; i < n; ++i) on_shared_recv(wc[i]);
+    } else {
+      for (int i = 0; i < n; ++i) on_recv_completion(wc[i]);
+    }
     total += n;
     if (n < kPollBatch) return total;
   }
@@ -192,6 +198,7 @@ Result<std::size_t> RdmaStream::write(std::span<const std::byte> data) {
     const SendRing::Post post = send_ring_.post(false);
     wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, post.slot);
     wr.opcode = IBV_WR_SEND_WITH_IMM;
+    grant_lease();
     wr.imm_data = htonl(wire::encode_imm(wire::MsgType::data, credits_.take_owed()));
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -349,10 +356,14 @@ Result<std::size_t> RdmaStream::read(std::span<std::byte> buf) {
     const RecvRing::Front f = recv_ring_.front();
     const auto n =
         static_cast<std::uint32_t>(std::min<std::size_t>(buf.size() - done, f.len - f.offset));
-    copy_bytes(buf.data() + done, res_->recv_block(f.block) + f.offset, n);
+    copy_bytes(buf.data() + done, rx_block(f.block) + f.offset, n);
     done += n;
-    if (recv_ring_.consume(n) && !error_ && !qp_error_) {
-      if (const int rc = post_recv_block(f.block); rc != 0) fail(errno_code(rc));
+    if (recv_ring_.consume(n)) {
+      if (!error_ && !qp_error_) {
+        if (const int rc = post_recv_block(f.block); rc != 0) fail(errno_code(rc));
+      } else if (pool_) {
+        repost_slot(f.block);  // back to the pool, no credit
+      }
     }
   }
   if (done > 0) {
@@ -402,6 +413,7 @@ void RdmaStream::add_wr(SendChain& chain, wire::MsgType type, const std::byte* s
   wr = {};
   wr.wr_id = wire::make_wr_id(res_->generation, wire::WrKind::send, post.slot);
   wr.opcode = IBV_WR_SEND_WITH_IMM;
+  grant_lease();
   wr.imm_data = htonl(wire::encode_imm(type, credits_.take_owed()));
   wr.sg_list = len > 0 ? &sge : nullptr;
   wr.num_sge = len > 0 ? 1 : 0;

@@ -99,7 +99,8 @@ void RdmaStream::stop_liveness() {
 // What the peer may send us at most: receives posted here and already announced to it.
 bool RdmaStream::peer_can_send() const {
   const std::uint64_t held = std::uint64_t{recv_ring_.queued()} + credits_.owed();
-  return geometry_.recv_block_count >= held + 2;  // data and keepalives need 2 credits
+  return (pool_ ? window_lease_.window() : geometry_.recv_block_count) >=
+         held + 2;  // data and keepalives need 2 credits
 }
 
 // Runs on through a linger: a lingering stream whose FIN waits for credits has nothing
@@ -107,6 +108,7 @@ bool RdmaStream::peer_can_send() const {
 // ends the linger abortively, by fail()) from a live one that is slow to read.
 void RdmaStream::on_liveness_tick() {
   if (error_ || qp_error_ || !running() || !res_) return stop_liveness();
+  if (leasing()) release_lease();  // an idle sender gives its lease back
   const bool idle_tx = tx_messages_ == tx_seen_;
   if (idle_tx && options_.keepalive_interval.count() > 0 && sq_free() >= 2) {
     if (credits_.can_send_data()) {

@@ -6,6 +6,7 @@
 
 #include "base/debug_assert.h"
 #include "loop/loop_thread.h"
+#include "rdma/rdma_acceptor.h"
 #include "rdma/rdma_stream.h"
 #include "rdma/seams.h"
 #include "rmsg/log.h"
@@ -40,10 +41,14 @@ Result<std::unique_ptr<RdmaStream>> RdmaStream::create(EventLoop& loop, const Rd
   if (!geometry) return geometry.error();
   auto channel = rdmacm::CmChannel::for_loop(loop);
   if (!channel) return channel.error();
+  // Shared receive only on structures of our own: a connection manager (the one user of
+  // `release`) pools ring structures.
+  const bool shared = options.shared_receive && !hooks.release;
   if (!hooks.acquire) hooks = default_resource_hooks(loop);
-  return std::unique_ptr<RdmaStream>(new RdmaStream(loop, options, geometry.value(),
-                                                    std::move(hooks), std::move(lease),
-                                                    std::move(channel).value()));
+  std::unique_ptr<RdmaStream> s(new RdmaStream(loop, options, geometry.value(), std::move(hooks),
+                                               std::move(lease), std::move(channel).value()));
+  if (shared) s->advertised_ |= wire::kFeatureSharedReceive;
+  return s;
 }
 
 RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geometry& geometry,
@@ -84,6 +89,15 @@ Result<void> RdmaStream::start_accept(verbs::CmId id, std::span<const std::byte>
                                       const wire::Hello& peer, SetupDone done) {
   passive_ = true;
   setup_done_ = std::move(done);
+  // Shared receive when both offer it; per-stream rings otherwise (docs/protocol.md).
+  if ((peer.features & wire::kFeatureSharedReceive) == 0) {
+    advertised_ &= ~wire::kFeatureSharedReceive;
+  } else if ((advertised_ & wire::kFeatureSharedReceive) != 0) {
+    if (auto joined = join_pool(id->verbs); !joined) {
+      reject_request(channel_.get(), std::move(id), wire::RejectReason::resources);
+      return joined.error();
+    }
+  }
   negotiate(peer);
   cm_ = std::make_unique<rdmacm::CmConnection>(channel_, static_cast<Delegate&>(*this),
                                                tuning_from(options_));
@@ -100,11 +114,19 @@ void RdmaStream::negotiate(const wire::Hello& peer) {
   // cm_acquire sets the limit too.
   inline_limit_ = std::min(res_ ? res_->inline_granted : 0u, max_message_);
   peer_recv_blocks_ = peer.recv_block_count;
+  if (pool_ && leasing()) {  // both in the mode: windows grow up to the recv_windows
+    window_lease_.reset(geometry_.recv_block_count, geometry_.recv_window);
+    credits_.reset(peer.recv_block_count, geometry_.recv_block_count, peer.recv_window,
+                   geometry_.recv_window);
+    return;
+  }
   credits_.reset(peer.recv_block_count, geometry_.recv_block_count);
 }
 
 Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte> /*peer*/) {
-  auto res = hooks_.acquire(id, geometry_);
+  if (!passive_ && (advertised_ & wire::kFeatureSharedReceive) != 0) RMSG_TRY(join_pool(id->verbs));
+  auto res = pool_ ? create_conn_resources(loop_, id->verbs, geometry_, pool_->pd(), pool_->srq())
+                   : hooks_.acquire(id, geometry_);
   if (!res) return res.error();
   res_ = std::move(res).value();
   inline_limit_ = std::min(res_->inline_granted, max_message_);  // 0 until negotiated
@@ -114,7 +136,7 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   res_->generation = next_generation(res_->generation);
   send_ring_.reset(geometry_.send_block_count, geometry_.sq_depth(), start.send_block,
                    start.send_slot);
-  recv_ring_.reset(geometry_.recv_block_count);
+  if (!pool_) recv_ring_.reset(geometry_.recv_block_count);  // else: join_pool's slots
   RMSG_TRY(watch_completions());
   RMSG_TRY(watch_device(id));
   wire::Hello h;
@@ -126,12 +148,14 @@ Result<ibv_qp*> RdmaStream::cm_acquire(rdma_cm_id* id, std::span<const std::byte
   h.inline_size = res_->inline_granted;
   h.epoch = res_->epoch();
   h.features = advertised_;
+  h.recv_window = geometry_.recv_window;  // sent with the shared-receive bit only
   if (!passive_) h.affinity = hooks_.affinity;
   hello_ = wire::encode_hello(h);
   return res_->qp.get();
 }
 
 Result<void> RdmaStream::cm_post_receives() {
+  if (pool_) return {};  // the pool's blocks are posted; join_pool reserved our window
   for (std::uint32_t i = 0; i < geometry_.recv_block_count; ++i) {
     RMSG_TRY(repost(i, /*owed=*/false));  // the peer's starting credits
   }
@@ -325,7 +349,9 @@ void RdmaStream::teardown(bool was_established) {
   cm_.reset();  // rdma_disconnect (the peer sees DISCONNECTED), id retired
   RMSG_LOG(debug, "rdma stream: disconnected");
   move_qp_to_error();
+  leave_pool();  // after ERR: RESET, then the pool takes back what the QP held
   release_resources(std::move(old_id), timewait_exited, was_established);
+  pool_.reset();  // after the QP on its SRQ
   RMSG_LOG(debug, "rdma stream: structure released");
   lease_.reset();  // a manager's count of live connections ends here
   alive_.reset();  // deferred tasks of this stream become no-ops
@@ -352,6 +378,8 @@ RdmaStreamInfo RdmaStream::info() const {
   i.inline_granted = res_ ? res_->inline_granted : 0;
   i.credits = credits_.available();
   i.peer_recv_blocks = peer_recv_blocks_;
+  i.shared_receive = pool_ != nullptr;
+  i.recv_window = pool_ ? window_lease_.window() : 0;
   return i;
 }
 

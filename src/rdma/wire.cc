@@ -45,7 +45,14 @@ HelloBytes encode_hello(const Hello& h) {
     put64(&b[len + 2], h.affinity);
     len += kAffinityFieldSize;
   }
-  static_assert(kHelloSize + kFeaturesFieldSize + kAffinityFieldSize <= kMaxHelloSize);
+  if (h.recv_window != 0 && (h.features & kFeatureSharedReceive) != 0) {
+    b[len] = static_cast<std::byte>(ExtType::recv_window);
+    b[len + 1] = std::byte{4};
+    put32(&b[len + 2], h.recv_window);
+    len += kRecvWindowFieldSize;
+  }
+  static_assert(kHelloSize + kFeaturesFieldSize + kAffinityFieldSize + kRecvWindowFieldSize <=
+                kMaxHelloSize);
   put32(&b[0], kMagic);
   b[4] = std::byte{h.version};
   b[5] = static_cast<std::byte>(len);
@@ -67,6 +74,7 @@ namespace {
 Result<void> decode_extensions(std::span<const std::byte> block, Hello& h) {
   bool have_features = false;
   bool have_affinity = false;
+  bool have_window = false;
   while (!block.empty()) {
     if (block.size() < 2) return Errc::protocol_error;  // a type without its length
     const auto type = static_cast<std::uint8_t>(block[0]);
@@ -81,6 +89,10 @@ Result<void> decode_extensions(std::span<const std::byte> block, Hello& h) {
       if (len != 8 || have_affinity) return Errc::protocol_error;
       have_affinity = true;
       h.affinity = get64(value.data());
+    } else if (type == static_cast<std::uint8_t>(ExtType::recv_window)) {
+      if (len != 4 || have_window) return Errc::protocol_error;
+      have_window = true;
+      h.recv_window = get32(value.data());
     }  // any other type: skipped
     block = block.subspan(2 + len);
   }
@@ -111,6 +123,12 @@ Result<Hello> decode_hello(std::span<const std::byte> data) {
     return Errc::protocol_error;
   }
   RMSG_TRY(decode_extensions(data.subspan(kHelloSize, len - kHelloSize), h));
+  // recv_window belongs to the shared-receive mode: never without its bit, never below
+  // the guaranteed window.
+  if (h.recv_window != 0 &&
+      ((h.features & kFeatureSharedReceive) == 0 || h.recv_window < h.recv_block_count)) {
+    return Errc::protocol_error;
+  }
   return h;
 }
 

@@ -53,12 +53,19 @@ enum class ExtType : std::uint8_t {
   // a request and only when non-zero. A listener routes the request on it (another loop
   // may accept it); accept and reject hellos never carry it, a receiver ignores it there.
   affinity = 2,
+  // len 4: u32 the most credits the sender of this hello will let its peer hold (its
+  // receive window's ceiling, >= recv_block_count); only with kFeatureSharedReceive, which
+  // it must come with. Type 3 is reserved (docs/protocol.md).
+  recv_window = 4,
 };
 inline constexpr std::size_t kFeaturesFieldSize = 2 + 4;
 inline constexpr std::size_t kAffinityFieldSize = 2 + 8;
+inline constexpr std::size_t kRecvWindowFieldSize = 2 + 4;
 // Feature bits: a feature is used on a connection only when both hellos set its bit; a
-// receiver ignores bits it does not know. No feature is defined yet: rmsg sends 0, so no
-// features field, so exactly the 32 bytes of a hello without extensions.
+// receiver ignores bits it does not know. kKnownFeatures are those every rmsg stream offers
+// (none: a stream offers kFeatureSharedReceive only when RdmaOptions::shared_receive asks),
+// so by default no features field, exactly the 32 bytes of a hello without extensions.
+inline constexpr std::uint32_t kFeatureSharedReceive = 1u << 0;  // docs/protocol.md
 inline constexpr std::uint32_t kKnownFeatures = 0;
 
 struct Hello {
@@ -73,6 +80,9 @@ struct Hello {
   std::uint32_t epoch = 0;
   std::uint32_t features = 0;  // extension field `features`; 0 when absent
   std::uint64_t affinity = 0;  // extension field `affinity` (requests); 0 when absent
+  // extension field `recv_window`; 0 when absent (sent when features has
+  // kFeatureSharedReceive)
+  std::uint32_t recv_window = 0;
 };
 
 // An encoded hello: 32 to kMaxHelloSize bytes, a contiguous range (a std::span converts).
@@ -112,7 +122,11 @@ enum class MsgType : std::uint8_t {
   credit = 1,     // no payload: returns credits only
   fin = 2,        // no payload: orderly end of the sender's byte stream
   keepalive = 3,  // no payload: the sender is alive (sent when it has been idle)
+  // payload u32 n: the sender drops n credits besides the one it spends (shared-receive
+  // mode only; elsewhere a protocol error of the stream's)
+  release = 4,
 };
+inline constexpr std::uint32_t kReleasePayload = 4;
 inline constexpr std::uint32_t kMaxCreditsPerMessage = 0xFFFF;
 
 struct Imm {
@@ -126,7 +140,7 @@ constexpr std::uint32_t encode_imm(MsgType type, std::uint16_t credits) noexcept
 inline Result<Imm> decode_imm(std::uint32_t imm) {
   if ((imm >> 24) != 0) return Errc::protocol_error;
   const auto type = (imm >> 16) & 0xFF;
-  if (type > static_cast<std::uint32_t>(MsgType::keepalive)) return Errc::protocol_error;
+  if (type > static_cast<std::uint32_t>(MsgType::release)) return Errc::protocol_error;
   return Imm{static_cast<MsgType>(type), static_cast<std::uint16_t>(imm & 0xFFFF)};
 }
 

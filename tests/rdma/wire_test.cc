@@ -196,6 +196,44 @@ TEST(WireHelloGolden, AffinityRoundTripsInRequestsOnly) {
                   .is(Errc::protocol_error));
 }
 
+// The shared-receive mode's field (extension type 4): only with feature bit 0, a request
+// with features, affinity and recv_window is 54 bytes, within the CM's 56.
+TEST(WireHelloGolden, RecvWindowTravelsWithTheSharedReceiveBit) {
+  Hello h = golden_sample();  // recv_block_count 16
+  h.recv_window = 64;
+  EXPECT_EQ(as_vector(encode_hello(h)), kGoldenRequest) << "sent without bit 0";
+  h.features = kFeatureSharedReceive;
+  h.affinity = 0x0102030405060708;
+  const auto encoded = as_vector(encode_hello(h));
+  ASSERT_EQ(encoded.size(), 54u);
+  EXPECT_EQ(encoded[5], std::byte{54});
+  const std::vector<std::byte> field(encoded.end() - 6, encoded.end());
+  EXPECT_EQ(field, bytes({0x04, 0x04, 0x00, 0x00, 0x00, 0x40}));
+  std::vector<std::byte> padded = encoded;
+  padded.resize(kMaxConnectPrivateData);
+  auto d = decode_hello(padded);
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_EQ(d->recv_window, 64u);
+  EXPECT_EQ(d->features, kFeatureSharedReceive);
+  auto with_block = [](std::initializer_list<int> block) {
+    auto data = kGoldenRequest;
+    for (const auto b : bytes(block)) data.push_back(b);
+    data[5] = static_cast<std::byte>(data.size());
+    return data;
+  };
+  // With bit 0 and a window >= recv_block_count (16): fine.
+  EXPECT_TRUE(decode_hello(with_block({0x01, 0x04, 0, 0, 0, 1, 0x04, 0x04, 0, 0, 0, 16})).ok());
+  // Without bit 0, below recv_block_count, the wrong size, twice: malformed.
+  EXPECT_TRUE(decode_hello(with_block({0x04, 0x04, 0, 0, 0, 32})).is(Errc::protocol_error));
+  EXPECT_TRUE(decode_hello(with_block({0x01, 0x04, 0, 0, 0, 1, 0x04, 0x04, 0, 0, 0, 15}))
+                  .is(Errc::protocol_error));
+  EXPECT_TRUE(decode_hello(with_block({0x01, 0x04, 0, 0, 0, 1, 0x04, 0x02, 0, 32}))
+                  .is(Errc::protocol_error));
+  EXPECT_TRUE(decode_hello(with_block({0x01, 0x04, 0, 0, 0, 1, 0x04, 0x04, 0, 0, 0, 32, 0x04, 0x04,
+                                       0, 0, 0, 32}))
+                  .is(Errc::protocol_error));
+}
+
 TEST(WireHelloGolden, UnknownFieldsAreSkipped) {
   auto data = kGoldenRequest;
   // type 0x7F (unknown) with 3 bytes, type 0 (reserved) empty, the features field,
@@ -256,7 +294,10 @@ TEST(WireImm, Layout) {
   ASSERT_TRUE(ka.ok());
   EXPECT_EQ(ka->type, MsgType::keepalive);
   EXPECT_EQ(ka->credits, 2);
-  EXPECT_TRUE(decode_imm(0x00040000u).is(Errc::protocol_error));  // unknown type
+  auto release = decode_imm(0x00040003u);  // the shared-receive mode's release
+  ASSERT_TRUE(release.ok());
+  EXPECT_EQ(release->type, MsgType::release);
+  EXPECT_TRUE(decode_imm(0x00050000u).is(Errc::protocol_error));  // unknown type
 }
 
 TEST(WireWrId, CarriesGenerationKindIndex) {

@@ -89,6 +89,7 @@ void print_usage(std::FILE* out) {
       "                connection at idle, connects/s, loop stalls, RNR, MB/s with all and\n"
       "                with 10 active (--size: bytes per phase, default 64M), bytes checked\n"
       "  --setup-calls rdma: RdmaOptions::max_setup_calls_per_iteration (0: no bound)\n"
+      "  --shared-receive  rdma, --test scale: receives from one shared pool per loop\n"
       "  --transport   rmsg transport to measure (default auto: rdma when built and a\n"
       "                device has an active port, else tcp); posix, verbs: that baseline\n"
       "                alone (verbs: SEND/RECV straight on an RC QP)\n"
@@ -189,6 +190,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         return bad("bad " + std::string(arg) + " '" + v + "' (1..1000000)");
       }
       (arg == "--connections" ? o.connections : o.window) = x;
+    } else if (arg == "--shared-receive") {
+      o.shared_receive = true;
     } else if (arg == "--setup-calls") {
       if (!value(v)) return false;
       char* end = nullptr;

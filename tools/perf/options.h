@@ -39,7 +39,8 @@ struct Options {
   bool scale_test = false;
   std::size_t connections = 100;
   std::size_t window = 16;
-  long setup_calls = -1;  // --setup-calls N: RdmaOptions::max_setup_calls_per_iteration
+  long setup_calls = -1;        // --setup-calls N: RdmaOptions::max_setup_calls_per_iteration
+  bool shared_receive = false;  // --shared-receive: RdmaOptions::shared_receive
   std::vector<std::uint64_t> outstanding;
 };
 

@@ -46,6 +46,8 @@ struct RunOptions {
   std::uint32_t block_size = 0;    // rdma: bytes per block (0: RdmaOptions' default)
   int server_cpu = -1;             // --cpus: the CPU a server's thread is pinned to; -1: none
   long setup_calls = -1;           // rdma: max_setup_calls_per_iteration; -1: RdmaOptions'
+  // rdma: RdmaOptions::shared_receive with a pool admitting this many streams; 0: off
+  std::uint32_t shared_connections = 0;
 };
 
 // --cpus: pins the calling server thread to RunOptions::server_cpu, when one is set (main

@@ -203,6 +203,8 @@ int run_scale_test(const Options& o) {
   ro.block_count = o.block_count;
   ro.block_size = o.block_size;
   ro.setup_calls = o.setup_calls;
+  // Both ends of every connection live on this loop: one pool for 2n streams.
+  if (o.shared_receive) ro.shared_connections = static_cast<std::uint32_t>(2 * n);
   std::string host = o.host;
   if (host.empty()) host = t->local_host ? t->local_host() : "127.0.0.1";
   auto local = SocketAddress::from_host_port(host, 0);
@@ -323,7 +325,18 @@ int run_scale_test(const Options& o) {
               RdmaOptions r;
               if (ro.block_count != 0) r.send_block_count = r.recv_block_count = ro.block_count;
               if (ro.block_size != 0) r.send_block_size = r.recv_block_size = ro.block_size;
-              return static_cast<double>(std::uint64_t{r.send_block_count} * r.send_block_size +
+              const std::uint64_t send = std::uint64_t{r.send_block_count} * r.send_block_size;
+              if (ro.shared_connections != 0) {  // the send ring and a share of the pool
+                if (ro.block_size != 0) r.shared_block_size = ro.block_size;
+                if (ro.block_count != 0) r.shared_guaranteed = ro.block_count;
+                const std::uint64_t pool =
+                    (std::uint64_t{ro.shared_connections} * r.shared_guaranteed +
+                     r.shared_lease_blocks) *
+                    r.shared_block_size;
+                return static_cast<double>(send) +
+                       static_cast<double>(pool) / ro.shared_connections;
+              }
+              return static_cast<double>(send +
                                          std::uint64_t{r.recv_block_count} * r.recv_block_size);
             }()
           : 0.0;

@@ -3,6 +3,7 @@
 #include <net/if.h>
 #include <rdma/rdma_cma.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -23,6 +24,14 @@ RdmaOptions rdma_options(const RunOptions& o) {
   if (o.block_size != 0) r.send_block_size = r.recv_block_size = o.block_size;
   if (o.setup_calls >= 0) {
     r.max_setup_calls_per_iteration = static_cast<std::uint32_t>(o.setup_calls);
+  }
+  if (o.shared_connections != 0) {
+    r.shared_receive = true;
+    r.shared_connections = o.shared_connections;
+    // --blocks sizes the pool too: its blocks, and the guaranteed window (the count)
+    if (o.block_size != 0) r.shared_block_size = o.block_size;
+    if (o.block_count != 0) r.shared_guaranteed = o.block_count;
+    r.shared_window = std::max(r.shared_window, r.shared_guaranteed);
   }
   return r;
 }
