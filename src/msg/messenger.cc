@@ -254,11 +254,11 @@ std::uint64_t Messenger::counter_total(const std::string& name) const {
 }
 
 // listen() and add_peer() without a transport: RDMA where a local device has an active
-// port, TCP always. The look at the devices is the bounded probe: it reads the device list and port states, sends nothing and waits for nobody, so a
-// host without RDMA goes to TCP at once instead of trying a connect that cannot work.
-// With a device, the session's policy is rdma_preferred: an RDMA connect that fails (the
-// peer has no device, or listens on TCP only) is followed at once by a TCP one
-// (docs/messenger.md, Failover).
+// port, TCP always. The look at the devices is the bounded probe: it reads the device list
+// and port states, sends nothing and waits for nobody, so a host without RDMA goes to TCP at
+// once instead of trying a connect that cannot work. With a device, the session's policy is
+// rdma_preferred: an RDMA connect that fails (the peer has no device, or listens on TCP only)
+// is followed at once by a TCP one (docs/messenger.md, Failover).
 Result<std::string> Messenger::listen(const SocketAddress& address) {
   ConnectionParams tcp;
   tcp.transport = Transport::tcp;
