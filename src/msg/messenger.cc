@@ -284,5 +284,4 @@ Result<void> Messenger::add_peer(NodeId peer, const SocketAddress& address) {
   return add_peer(peer, a);
 }
 
-
 }  // namespace rmsg
