@@ -700,5 +700,6 @@ void upg::at_exit() {
 }
 
 const RealCalls* g_engine_real = nullptr;
+std::atomic<void (*)()> g_tcp_read_window{nullptr};
 
 }  // namespace rmsg::posix
