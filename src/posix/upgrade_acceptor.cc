@@ -79,7 +79,10 @@ void handle_offer(Stream s, const std::uint8_t* bytes) {
     return;
   }
   std::unique_lock lock(c->mu);
-  if (c->challenged || c->stream || c->read_rdma || c->tcp_in > offer->offset) {
+  // A read inside the kernel's call computed its limit without this cap: it may take the
+  // nonce as data.
+  if (c->challenged || c->stream || c->read_rdma || c->tcp_in > offer->offset ||
+      c->tcp_readers > 0) {
     lock.unlock();
     refuse(s, wire::Status::busy);
     return;

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/epoll.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -92,6 +93,8 @@ struct UpgradeConn {
   // Read side.
   std::uint64_t tcp_in = 0;         // program bytes read from TCP
   std::uint64_t read_cap = kNoCap;  // TCP bytes the program may read (the cut-over offset)
+  int tcp_readers = 0;              // program reads inside the kernel's call now (no cap
+                                    // may be set under them: they may read past it)
   bool read_rdma = false;           // TCP is done: reads come from rx
   bool verify_nonce = false;        // acceptor: the nonce must follow at read_cap
   upgrade_wire::Nonce nonce{};      // the binding's nonce (acceptor: made; connector: received)
@@ -158,6 +161,10 @@ void post_resume_reading(UpgradeConn& c);  // rx drained below half
 // managed number would lead back into the engine). In-process: &g_real; in the preload's
 // module: the preload's g_real, handed over at load.
 extern const RealCalls* g_engine_real;
+
+// Tests only (tests/posix): called by a program's TCP read after it computed its limit
+// and released the connection's lock, just before the kernel's call.
+extern std::atomic<void (*)()> g_tcp_read_window;
 
 // The hooks (upgrade.h): the data path's table, and the engine's entry points in it.
 struct UpgradeHooks;

@@ -179,10 +179,13 @@ ssize_t recv_once(UpgradeConn& c, const iovec* iov, int n, int flags, bool nb, D
     msghdr m{};
     m.msg_iov = part;
     m.msg_iovlen = static_cast<std::size_t>(k);
+    ++c.tcp_readers;
     lock.unlock();
+    if (auto* w = g_tcp_read_window.load(std::memory_order_relaxed)) w();
     ssize_t r = g_engine_real->recvmsg(c.tcp_fd, &m, (flags & MSG_PEEK) | MSG_DONTWAIT);
     int err = errno;
     lock.lock();
+    --c.tcp_readers;
     if (r > 0) {
       if ((flags & MSG_PEEK) == 0) {
         c.tcp_in += static_cast<std::uint64_t>(r);

@@ -107,6 +107,10 @@ Engine* engine() {
 RdmaOptions options() {
   RdmaOptions o;
   o.retry_count = 6;  // bounded on rxe (rmsg/rdma.h)
+  // 4.096 us * 2^17 = 537 ms per ACK timeout, 7 tries: a peer silent for up to ~3.8 s
+  // (a starved host, a link that drops for a second) is outlasted, as TCP outlasts it;
+  // the default 67 ms (0.47 s in all) failed starved guest pairs with RETRY_EXC_ERR.
+  o.ack_timeout = 17;
   o.resolve_timeout = engine()->timeout / 2;
   o.connect_timeout = engine()->timeout / 2;
   o.linger_timeout = kLingerTimeout;
@@ -707,5 +711,6 @@ void upg::at_exit() {
 }
 
 const RealCalls* g_engine_real = nullptr;
+std::atomic<void (*)()> g_tcp_read_window{nullptr};
 
 }  // namespace rmsg::posix

@@ -25,6 +25,7 @@
 
 #include "kit/rdma_fixture.h"
 #include "posix/seams.h"
+#include "posix/upgrade_conn.h"
 #include "posix/upgrade_wire.h"
 #include "rmsg/socket.h"
 #include "upgrade_kit.h"
@@ -417,6 +418,63 @@ TEST_F(ShimUpgrade, APlainPeerKeepsExactTcpWithReasonPeer) {
   EXPECT_EQ(v.fallback, "peer");
   EXPECT_FALSE(v.on_rdma);
   EXPECT_EQ(v.rdma_bytes_out, 0u);
+}
+
+// The acceptor's program reads while the OFFER arrives: its read computed its limit before
+// the cap existed and is inside the kernel's call (held there by the test) when the cap is
+// set. Had the attempt gone on, the connector's nonce would follow the cap in TCP and that
+// read would take it as data. The acceptor refuses the OFFER instead (busy): the bytes
+// stay exact on TCP.
+std::atomic<int> g_window{0};  // 0 armed, 1 a read waits in the window, 2 released
+
+void hold_first_read() {
+  int armed = 0;
+  if (!g_window.compare_exchange_strong(armed, 1)) return;
+  for (int i = 0; i < 30000 && g_window.load() == 1; ++i) {  // a deadline, not a wait
+    pollfd none{-1, 0, 0};
+    ::poll(&none, 1, 1);
+  }
+}
+
+TEST_F(ShimUpgrade, AReadInsideTheKernelWhenTheOfferArrivesNeverTakesTheNonce) {
+  int l = shim_listen();
+  int c = rmsg_socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(rmsg_connect(c, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_), 0);
+  g_window.store(0);
+  rmsg::posix::g_tcp_read_window.store(&hold_first_read);
+  int a = rmsg_accept(l, nullptr, nullptr);
+  ASSERT_GE(a, 0);
+  std::vector<unsigned char> first(4096);
+  ssize_t got = -1;
+  std::thread reader([&] { got = rmsg_read(a, first.data(), first.size()); });
+  for (int i = 0; i < 20000 && g_window.load() != 1; ++i) {  // a deadline, not a wait
+    pollfd none{-1, 0, 0};
+    rmsg_poll(&none, 1, 1);
+  }
+  auto up = pattern(1000, 11);
+  ASSERT_TRUE(write_all(c, up.data(), up.size()));
+  // Held in the window until the connector's attempt ended with every byte in TCP, or its
+  // nonce is in TCP (the kernel's own peek: past what the program wrote).
+  const auto size = static_cast<ssize_t>(up.size());
+  bool settled = false;
+  for (int i = 0; i < 20000 && !settled; ++i) {
+    unsigned char peek[2048];
+    ssize_t n = ::recv(a, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT);
+    settled = (upgrade_view(c).fallback != "pending" && n >= size) || n > size;
+    pollfd none{-1, 0, 0};
+    if (!settled) rmsg_poll(&none, 1, 1);
+  }
+  EXPECT_TRUE(settled);
+  g_window.store(2);
+  reader.join();
+  rmsg::posix::g_tcp_read_window.store(nullptr);
+  ASSERT_EQ(got, static_cast<ssize_t>(up.size()));
+  first.resize(static_cast<std::size_t>(got));
+  EXPECT_TRUE(first == up);
+  EXPECT_EQ(upgrade_view(c).fallback, "busy");
+  rmsg_close(c);
+  rmsg_close(a);
+  rmsg_close(l);
 }
 
 TEST_F(ShimUpgrade, AForgedBindingFromAHostKnowingTheFourTupleIsRefused) {

@@ -14,7 +14,9 @@
 # the file's next piece over the unsent rest of its buffer (plain too: every partial
 # write corrupts its stream); the asyncio pair checks every byte both ways.
 #   asyncio           asyncio_echo.py, both ends under rmsg-run: 8 MiB echoed, every byte
-#                     checked by the client, more than 1 MiB over RDMA each way
+#                     checked by the client, more than 1 MiB over RDMA each way; the
+#                     client's guest drops all its packets for 1.5 s once upgraded
+#                     (stall_link): the connection must survive as TCP would
 #   iperf3_plain      the server plain: the client's connections stay TCP, reason `peer`
 #   asyncio_plain     the client plain: the server's connection stays TCP, reason `peer`
 #   upgrade_two_host.sh BUILD_DIR
@@ -109,9 +111,30 @@ asyncio_case() {  # NAME PORT SERVER_PREFIX CLIENT_PREFIX
   else
     [ "$cp" = shim ] && pre=("$run" --stats "$stats")
     timeout 60 "${pre[@]}" $py "$here/asyncio_echo.py" client "$peer" "$port" $((8 << 20)) \
-      2> "$dir/$name.err" ||
-      { tail -5 "$dir/$name.err"; fail "$name: asyncio client failed"; }
+      2> "$dir/$name.err" &
+    local pid=$!
+    [ "$cp" = shim ] && [ "$sp" = shim ] && stall_link $pid
+    wait $pid || { tail -5 "$dir/$name.err"; fail "$name: asyncio client failed"; }
   fi
+}
+
+# stall_link PID: once PID's connection is on RDMA (a connected RC QP), this guest drops
+# every packet it sends for 1.5 s: no ACK, no data, no keepalive either way. A TCP
+# connection rides out such a stall, so an upgraded one must too (the RC transport's
+# retries have to outlast it: a starved guest pair stalls like this).
+stall_link() {
+  local pid=$1 deadline=$((SECONDS + 60))
+  while kill -0 "$pid" 2> /dev/null && [ $SECONDS -lt $deadline ]; do
+    if rdma resource show qp 2> /dev/null | grep -q "type RC state RTS"; then
+      tc qdisc add dev eth0 root netem loss 100% || { fail "stall: no netem"; return; }
+      sleep 1.5  # the stall itself, not a wait for an event
+      tc qdisc del dev eth0 root
+      echo "  $role: link stalled for 1.5 s"
+      return
+    fi
+    sleep 0.05
+  done
+  fail "stall: the connection never reached RDMA"
 }
 
 # RMSG_TWO_HOST_CASES: the cases to run (names as above, space-separated); all by default.
