@@ -52,7 +52,9 @@ void Messenger::Front::drain(Clock::time_point deadline, std::function<void()> d
   // Every shard drains on its own loop; the last one to finish runs done (on its loop).
   auto one_drained = msg::after_all(shards_.size(), std::move(done));
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [deadline, one_drained](Shard& s) { s.impl->drain(deadline, one_drained); });
+    run_on(i, [deadline, one_drained](Impl& s, msg::ServiceTable&) {
+      s.drain(deadline, one_drained);
+    });
   }
 }
 

@@ -111,18 +111,9 @@ std::size_t Messenger::Front::owner(NodeId peer) const noexcept {
   return shards_.size() == 1 ? 0 : static_cast<std::size_t>(mix(peer) % shards_.size());
 }
 
-void Messenger::Front::run_on(std::size_t i, std::function<void(Shard&)> f) {
-  Shard& sh = shards_[i];
-  if (loop::Access::owned_here(*sh.loop)) return f(sh);
-  // The task holds the shard's parts by weak reference: a messenger gone meanwhile (its
-  // shutdown ran on this loop) leaves nothing to do.
-  std::weak_ptr<Messenger::Impl> impl = sh.impl;
-  std::weak_ptr<msg::ServiceTable> services = sh.services;
-  EventLoop* loop = sh.loop;
-  sh.loop->post([impl, services, loop, f = std::move(f)] {
-    Shard s{loop, impl.lock(), services.lock()};
-    if (s.impl && s.services) f(s);
-  });
+void Messenger::Front::run_on(std::size_t i, ShardTask f) {
+  const Shard& sh = shards_[i];
+  msg::run_on_loop(*sh.loop, std::move(f), sh.impl, sh.services);
 }
 
 Result<void> Messenger::Front::send(NodeId peer, std::vector<std::byte> payload,
@@ -159,7 +150,7 @@ Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> 
     // session's sweep, and the room may have come before the refusal was noted.
     sh.impl->counters_.counter("msg.send_refused").add();
     if (episode_started) {
-      run_on(owner(peer), [peer](Shard& s) { s.impl->refused_elsewhere(peer); });
+      run_on(owner(peer), [peer](Impl& s, msg::ServiceTable&) { s.refused_elsewhere(peer); });
     }
     return make_error_code(Errc::resource_exhausted);
   }
@@ -178,9 +169,9 @@ Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> 
 void Messenger::Front::total_room(std::size_t from) {
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     if (i == from || sweep_pending_[i].exchange(true, std::memory_order_acq_rel)) continue;
-    run_on(i, [this, i](Shard& s) {
+    run_on(i, [this, i](Impl& s, msg::ServiceTable&) {
       sweep_pending_[i].store(false, std::memory_order_release);
-      s.impl->sweep_writable();
+      s.sweep_writable();
     });
   }
 }
@@ -195,8 +186,8 @@ Result<void> Messenger::Front::attach(ServiceId service, DispatchCallback dispat
     }
   }
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [service, dispatch, on_event](Shard& s) {
-      s.services->attach(service, {dispatch, on_event});
+    run_on(i, [service, dispatch, on_event](Impl&, msg::ServiceTable& services) {
+      services.attach(service, {dispatch, on_event});
     });
   }
   return {};
@@ -216,7 +207,7 @@ void Messenger::Front::detach(ServiceId service) {
     attached_.erase(service);
   }
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [service](Shard& s) { s.services->detach(service); });
+    run_on(i, [service](Impl&, msg::ServiceTable& services) { services.detach(service); });
   }
 }
 
