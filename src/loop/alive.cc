@@ -32,7 +32,7 @@ AliveTable::Slot* AliveTable::add(void* object) {
 
 void AliveTable::remove(Slot* slot) noexcept {
   slot->object = nullptr;
-  ++slot->generation;  // every token of the object now finds nothing
+  ++slot->generation;     // every token of the object now finds nothing
   free_.push_back(slot);  // within the capacity add() reserved
   --live_;
 }

@@ -186,8 +186,7 @@ void Messenger::shutdown(Clock::time_point deadline, std::function<void()> done)
   front_->drain(deadline, std::move(done));
 }
 void Messenger::mark_down(NodeId peer) {
-  front_->run_on(front_->owner(peer),
-                 [peer](Impl& s, msg::ServiceTable&) { s.mark_down(peer); });
+  front_->run_on(front_->owner(peer), [peer](Impl& s, msg::ServiceTable&) { s.mark_down(peer); });
 }
 std::optional<Messenger::SessionInfo> Messenger::session_info(NodeId peer) const {
   RMSG_ASSERT_LOOP_THREAD(loop_of(peer));

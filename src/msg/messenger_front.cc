@@ -65,24 +65,22 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
         },
         [holder](ShardEvent e) { (*holder)->event(std::move(e)); }, front->admission_);
     *holder = std::make_shared<msg::ServiceTable>(
-        impl->counters_.counter("msg.unknown_service"),
+        impl->counters().counter("msg.unknown_service"),
         [f = front.get()](ServiceId service) { return f->attached_user(service); });
     (*holder)->attach(0, {dispatch, on_event});
-    factory->set_counters(impl->counters_);
+    factory->set_counters(impl->counters());
     front->shards_.push_back(Shard{l, std::move(impl), *holder});
   }
   front->sweep_pending_ = std::make_unique<std::atomic<bool>[]>(front->shards_.size());
   if (front->shards_.size() > 1) {
     Front* f = front.get();
     for (std::size_t i = 0; i < f->shards_.size(); ++i) {
-      f->shards_[i].impl->on_total_room_ = [f, i] { f->total_room(i); };
-      f->shards_[i].impl->owns_ = [f, i](NodeId peer) { return f->owner(peer) == i; };
-      f->shards_[i].impl->owner_loop_ = [f](NodeId peer) -> EventLoop& {
-        return *f->shards_[f->owner(peer)].loop;
-      };
-      f->shards_[i].impl->to_owner_ = [f](NodeId peer, Stream s, Transport t) {
-        f->relay(peer, std::move(s), t);
-      };
+      f->shards_[i].impl->set_front_hooks({
+          .on_total_room = [f, i] { f->total_room(i); },
+          .owns = [f, i](NodeId peer) { return f->owner(peer) == i; },
+          .owner_loop = [f](NodeId peer) -> EventLoop& { return *f->shards_[f->owner(peer)].loop; },
+          .to_owner = [f](NodeId peer, Stream s, Transport t) { f->relay(peer, std::move(s), t); },
+      });
     }
   }
   return front;
@@ -148,7 +146,7 @@ Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> 
     // The same episode as a refusal on the loop: SessionEvent::writable follows there. The
     // owner hears of it (once per episode): a peer with no session there yet is in no
     // session's sweep, and the room may have come before the refusal was noted.
-    sh.impl->counters_.counter("msg.send_refused").add();
+    sh.impl->counters().counter("msg.send_refused").add();
     if (episode_started) {
       run_on(owner(peer), [peer](Impl& s, msg::ServiceTable&) { s.refused_elsewhere(peer); });
     }
@@ -222,18 +220,18 @@ Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address
   std::vector<StreamFactory*> factories;
   std::vector<AcceptCallback> accepted;
   for (Shard& sh : shards_) {
-    factories.push_back(sh.impl->streams_.get());
+    factories.push_back(&sh.impl->streams());
     std::weak_ptr<Messenger::Impl> weak = sh.impl;
     accepted.emplace_back([weak, transport = params.transport](Stream s) {
       if (auto self = weak.lock()) self->on_accepted(std::move(s), transport);
     });
   }
-  auto l = shards_[0].impl->streams_->listen_routed(
+  auto l = shards_[0].impl->streams().listen_routed(
       address, params, factories, [this](std::uint64_t affinity) { return owner(affinity); },
       std::move(accepted));
   if (!l) return l.error();
   std::string bound = l.value().local_address();
-  shards_[0].impl->listeners_.push_back(std::move(l).value());
+  shards_[0].impl->keep_listener(std::move(l).value());
   return bound;
 }
 

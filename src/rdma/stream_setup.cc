@@ -324,7 +324,7 @@ void RdmaStream::teardown(bool was_established) {
   release_resources(std::move(old_id), timewait_exited, was_established);
   RMSG_LOG(debug, "rdma stream: structure released");
   lease_.reset();  // a manager's count of live connections ends here
-  alive_.end();  // deferred tasks of this stream become no-ops
+  alive_.end();    // deferred tasks of this stream become no-ops
 }
 
 std::error_code RdmaStream::error() const {
