@@ -5,7 +5,11 @@
 // session_data.cc and connection_io.cc; the public API messenger.cc.
 //
 // Lifetime: the Impl is shared (Messenger holds it) and every loop task, timer and stream
-// callback holds a weak_ptr or a connection id, so nothing runs on a destroyed object.
+// callback holds a weak_ptr or a connection id, so nothing runs on a destroyed object. A
+// weak_ptr, not an Alive token (loop/alive.h): the front on another thread posts to it, and
+// its release, posted to this loop, may run in an iteration nested in one of its own
+// callbacks; the lock keeps it for the rest of that frame (docs/HACKING.md, "Lifetime
+// across callbacks").
 // Connections are found by id; a closed one is removed at once (its Stream is closed, so
 // no callback of it runs again).
 //

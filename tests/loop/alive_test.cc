@@ -97,6 +97,7 @@ TEST_F(LoopTest, DestroyedInsideItsOwnCallbackTheFrameLearnsIt) {
 TEST_F(LoopTest, NestedFramesEachKeepTheirOwnAnswer) {
   auto d = std::make_unique<Dispatcher>(loop());
   std::unique_ptr<Dispatcher> successor;
+  Alive<Dispatcher>::Token successor_token;
   bool inner_result = false;
   int depth = 0;
   d->callback = [&] {
@@ -104,14 +105,15 @@ TEST_F(LoopTest, NestedFramesEachKeepTheirOwnAnswer) {
     loop().defer([&] {
       inner_result = d->dispatch();  // nested frame over the same object
       d.reset();
-      successor = std::make_unique<Dispatcher>(loop());  // may reuse the slot
+      successor = std::make_unique<Dispatcher>(loop());
+      successor_token = successor->alive.token();  // takes the slot d freed
     });
     static_cast<void>(loop().run_once(Duration::zero()));  // a callback that runs the loop
   };
   EXPECT_FALSE(d->dispatch());
   EXPECT_TRUE(inner_result);
   ASSERT_NE(successor, nullptr);
-  EXPECT_EQ(successor->alive.token().get(), successor.get());
+  EXPECT_EQ(successor_token.get(), successor.get());
 }
 
 TEST_F(LoopTest, AnOuterFrameSurvivesANestedFrameThatDestroysNothing) {
