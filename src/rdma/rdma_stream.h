@@ -331,7 +331,7 @@ inline void RdmaStream::schedule_notify() {
   Task cb = std::move(slot);
   cb();
   if (!frame.alive()) return false;
-  if (sets == sets_before && !closed()) slot = std::move(cb);
+  if (sets == sets_before && !closed()) slot.swap(cb);  // slot is empty: a swap inlines
   return true;
 }
 
