@@ -2,8 +2,10 @@
 // still there. The object holds an Alive<T> (a member, constructed with its loop and
 // `this`); whoever must ask later takes a Token, a 16-byte trivially copyable value:
 //
-//   - a task, timer or stream callback deferred for the object captures the token (and
-//     nothing else that needs `this`) and starts with `if (T* self = token.get())`;
+//   - a task, timer or stream callback deferred for the object captures the token and
+//     starts with `if (T* self = token.get())` (or, holding `this` too, with `if
+//     (!token.alive()) return;`; a lambda of the token alone fits inside its std::function,
+//     so hot paths capture only the token);
 //   - a dispatch frame that calls out (a readiness callback, an accept callback) takes a
 //     token before the call and asks `token.alive()` after it. Each frame holds its own
 //     token, so a callback that runs the loop, inside which the same object is dispatched
