@@ -203,7 +203,7 @@ void Messenger::Impl::flush(Connection& c) {
         self->flush(*cc);
         cc = self->find_connection(id);
         if (cc == nullptr || cc->state() != Connection::State::open) return;
-        if (Session* s = self->find_session(cc->peer); s != nullptr && s->conn == id) {
+        if (Session* s = self->find_session(cc->peer); s != nullptr && s->conn() == id) {
           self->pump(*s);
         }
       });
@@ -238,7 +238,7 @@ void Messenger::Impl::fail(ConnId id, std::error_code why) {
   Session* s = c->peer != 0 ? find_session(c->peer) : nullptr;
   drop(id, false);
   if (s == nullptr) return;
-  if (s->conn == id) {
+  if (s->conn() == id) {
     connection_lost(*s, why);
   } else if (s->outbound() == id) {
     attempt_failed(*s, why);

@@ -1,5 +1,6 @@
 // What the fronts over N loops (Messenger::Front, RpcEndpoint::Front) share to act on
-// every shard: wait for one loop to run something, and join N completions into one.
+// every shard: run something on a shard's loop, wait for one loop to run something, and
+// join N completions into one.
 //
 // Threading: any thread.
 #pragma once
@@ -9,9 +10,25 @@
 #include <functional>
 #include <memory>
 
+#include "loop/loop_thread.h"
 #include "rmsg/event_loop.h"
 
 namespace rmsg::msg {
+
+// Runs f(*parts...) on `loop`'s thread: now when the caller is on it (loop::Access::
+// owned_here), else posted (in order per posting thread). A posted call holds the parts (a
+// shard's shared objects, all non-null here) by weak reference: once the front let go of
+// any of them on that loop (the shard is gone) it does nothing. This is a weak_ptr and not
+// an Alive token (loop/alive.h) because it is made on another thread.
+template <class F, class... Parts>
+void run_on_loop(EventLoop& loop, F f, const std::shared_ptr<Parts>&... parts) {
+  if (loop::Access::owned_here(loop)) return f(*parts...);
+  loop.post([f = std::move(f), ... weak = std::weak_ptr<Parts>(parts)]() mutable {
+    [&f](const std::shared_ptr<Parts>&... held) {
+      if ((held && ...)) f(*held...);
+    }(weak.lock()...);
+  });
+}
 
 // Runs `f` on `loop`'s thread and returns when it has run: at once when called there,
 // else handed to that loop while the caller blocks (the loop must be running, or this

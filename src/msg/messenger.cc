@@ -159,8 +159,8 @@ Result<std::string> Messenger::listen(const SocketAddress& address,
 }
 Result<void> Messenger::add_peer(NodeId peer, const ConnectionParams& params) {
   if (peer == 0 || peer == node_id()) return make_error_code(Errc::invalid_argument);
-  front_->run_on(front_->owner(peer), [peer, params](Front::Shard& s) {
-    if (auto r = s.impl->add_peer(peer, params); !r) {  // its checks ran above: a bug
+  front_->run_on(front_->owner(peer), [peer, params](Impl& s, msg::ServiceTable&) {
+    if (auto r = s.add_peer(peer, params); !r) {  // its checks ran above: a bug
       RMSG_LOG(error, "messenger: add_peer(%llu): %s", static_cast<unsigned long long>(peer),
                r.error().message().c_str());
     }
@@ -169,8 +169,8 @@ Result<void> Messenger::add_peer(NodeId peer, const ConnectionParams& params) {
 }
 Result<void> Messenger::add_peer(NodeId peer, const PeerAddresses& addresses) {
   if (peer == 0 || peer == node_id()) return make_error_code(Errc::invalid_argument);
-  front_->run_on(front_->owner(peer), [peer, addresses](Front::Shard& s) {
-    if (auto r = s.impl->add_peer(peer, addresses); !r) {  // its checks ran above: a bug
+  front_->run_on(front_->owner(peer), [peer, addresses](Impl& s, msg::ServiceTable&) {
+    if (auto r = s.add_peer(peer, addresses); !r) {  // its checks ran above: a bug
       RMSG_LOG(error, "messenger: add_peer(%llu): %s", static_cast<unsigned long long>(peer),
                r.error().message().c_str());
     }
@@ -179,7 +179,7 @@ Result<void> Messenger::add_peer(NodeId peer, const PeerAddresses& addresses) {
 }
 void Messenger::set_policy(NodeId peer, SessionPolicy policy) {
   front_->run_on(front_->owner(peer),
-                 [peer, policy](Front::Shard& s) { s.impl->set_policy(peer, policy); });
+                 [peer, policy](Impl& s, msg::ServiceTable&) { s.set_policy(peer, policy); });
 }
 Result<void> Messenger::send(NodeId peer, std::span<const std::byte> payload, ServiceId service) {
   return front_->send(peer, std::vector<std::byte>(payload.begin(), payload.end()), service);
@@ -217,7 +217,7 @@ void Messenger::shutdown(Clock::time_point deadline, std::function<void()> done)
   front_->drain(deadline, std::move(done));
 }
 void Messenger::mark_down(NodeId peer) {
-  front_->run_on(front_->owner(peer), [peer](Front::Shard& s) { s.impl->mark_down(peer); });
+  front_->run_on(front_->owner(peer), [peer](Impl& s, msg::ServiceTable&) { s.mark_down(peer); });
 }
 std::optional<Messenger::SessionInfo> Messenger::session_info(NodeId peer) const {
   RMSG_ASSERT_LOOP_THREAD(loop_of(peer));

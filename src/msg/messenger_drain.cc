@@ -22,7 +22,7 @@ void Messenger::Impl::drain(Clock::time_point deadline, std::function<void()> do
       weak_from_this(), deadline,
       [this] {
         return std::all_of(sessions_.begin(), sessions_.end(),
-                           [](const auto& e) { return e.second->out->size() == 0; });
+                           [](const auto& e) { return e.second->out().size() == 0; });
       },
       [this] {
         std::function<void()> finished = std::move(drain_done_);
@@ -37,11 +37,11 @@ void Messenger::Impl::set_paused(NodeId peer, bool paused) {
   s->paused = paused;
   paused_sessions_ = paused ? paused_sessions_ + 1 : paused_sessions_ - 1;
   counters_.counter(paused ? "msg.read_pauses" : "msg.read_resumes").add_owned();
-  if (paused || s->conn == 0) return;
+  if (paused || s->conn() == 0) return;
   // Resume: what was stashed, then the stream (its readiness may have fired meanwhile).
-  if (Connection* c = find_connection(s->conn)) watch(*c);
+  if (Connection* c = find_connection(s->conn())) watch(*c);
   std::weak_ptr<Impl> weak = weak_from_this();
-  const ConnId id = s->conn;
+  const ConnId id = s->conn();
   loop_.defer([weak, id] {
     if (auto self = weak.lock()) self->on_readable(id);
   });
@@ -52,7 +52,9 @@ void Messenger::Front::drain(Clock::time_point deadline, std::function<void()> d
   // Every shard drains on its own loop; the last one to finish runs done (on its loop).
   auto one_drained = msg::after_all(shards_.size(), std::move(done));
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [deadline, one_drained](Shard& s) { s.impl->drain(deadline, one_drained); });
+    run_on(i, [deadline, one_drained](Impl& s, msg::ServiceTable&) {
+      s.drain(deadline, one_drained);
+    });
   }
 }
 

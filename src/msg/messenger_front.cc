@@ -65,10 +65,10 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
         },
         [holder](ShardEvent e) { (*holder)->event(std::move(e)); }, front->admission_);
     *holder = std::make_shared<msg::ServiceTable>(
-        impl->counters_.counter("msg.unknown_service"),
+        impl->counters().counter("msg.unknown_service"),
         [f = front.get()](ServiceId service) { return f->attached_user(service); });
     (*holder)->attach(0, {dispatch, on_event});
-    factory->set_counters(impl->counters_);
+    factory->set_counters(impl->counters());
     if (auto r = impl->init_auth(); !r) return r.error();  // the key files (session_auth.cc)
     front->shards_.push_back(Shard{l, std::move(impl), *holder});
   }
@@ -76,14 +76,12 @@ Result<std::unique_ptr<Messenger::Front>> Messenger::Front::create(
   if (front->shards_.size() > 1) {
     Front* f = front.get();
     for (std::size_t i = 0; i < f->shards_.size(); ++i) {
-      f->shards_[i].impl->on_total_room_ = [f, i] { f->total_room(i); };
-      f->shards_[i].impl->owns_ = [f, i](NodeId peer) { return f->owner(peer) == i; };
-      f->shards_[i].impl->owner_loop_ = [f](NodeId peer) -> EventLoop& {
-        return *f->shards_[f->owner(peer)].loop;
-      };
-      f->shards_[i].impl->to_owner_ = [f](NodeId peer, Stream s, Transport t) {
-        f->relay(peer, std::move(s), t);
-      };
+      f->shards_[i].impl->set_front_hooks({
+          .on_total_room = [f, i] { f->total_room(i); },
+          .owns = [f, i](NodeId peer) { return f->owner(peer) == i; },
+          .owner_loop = [f](NodeId peer) -> EventLoop& { return *f->shards_[f->owner(peer)].loop; },
+          .to_owner = [f](NodeId peer, Stream s, Transport t) { f->relay(peer, std::move(s), t); },
+      });
     }
   }
   return front;
@@ -112,18 +110,9 @@ std::size_t Messenger::Front::owner(NodeId peer) const noexcept {
   return shards_.size() == 1 ? 0 : static_cast<std::size_t>(mix(peer) % shards_.size());
 }
 
-void Messenger::Front::run_on(std::size_t i, std::function<void(Shard&)> f) {
-  Shard& sh = shards_[i];
-  if (loop::Access::owned_here(*sh.loop)) return f(sh);
-  // The task holds the shard's parts by weak reference: a messenger gone meanwhile (its
-  // shutdown ran on this loop) leaves nothing to do.
-  std::weak_ptr<Messenger::Impl> impl = sh.impl;
-  std::weak_ptr<msg::ServiceTable> services = sh.services;
-  EventLoop* loop = sh.loop;
-  sh.loop->post([impl, services, loop, f = std::move(f)] {
-    Shard s{loop, impl.lock(), services.lock()};
-    if (s.impl && s.services) f(s);
-  });
+void Messenger::Front::run_on(std::size_t i, ShardTask f) {
+  const Shard& sh = shards_[i];
+  msg::run_on_loop(*sh.loop, std::move(f), sh.impl, sh.services);
 }
 
 Result<void> Messenger::Front::send(NodeId peer, std::vector<std::byte> payload,
@@ -158,9 +147,9 @@ Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> 
     // The same episode as a refusal on the loop: SessionEvent::writable follows there. The
     // owner hears of it (once per episode): a peer with no session there yet is in no
     // session's sweep, and the room may have come before the refusal was noted.
-    sh.impl->counters_.counter("msg.send_refused").add();
+    sh.impl->counters().counter("msg.send_refused").add();
     if (episode_started) {
-      run_on(owner(peer), [peer](Shard& s) { s.impl->refused_elsewhere(peer); });
+      run_on(owner(peer), [peer](Impl& s, msg::ServiceTable&) { s.refused_elsewhere(peer); });
     }
     return make_error_code(Errc::resource_exhausted);
   }
@@ -179,9 +168,9 @@ Result<void> Messenger::Front::send_tracked(NodeId peer, std::vector<std::byte> 
 void Messenger::Front::total_room(std::size_t from) {
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     if (i == from || sweep_pending_[i].exchange(true, std::memory_order_acq_rel)) continue;
-    run_on(i, [this, i](Shard& s) {
+    run_on(i, [this, i](Impl& s, msg::ServiceTable&) {
       sweep_pending_[i].store(false, std::memory_order_release);
-      s.impl->sweep_writable();
+      s.sweep_writable();
     });
   }
 }
@@ -196,8 +185,8 @@ Result<void> Messenger::Front::attach(ServiceId service, DispatchCallback dispat
     }
   }
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [service, dispatch, on_event](Shard& s) {
-      s.services->attach(service, {dispatch, on_event});
+    run_on(i, [service, dispatch, on_event](Impl&, msg::ServiceTable& services) {
+      services.attach(service, {dispatch, on_event});
     });
   }
   return {};
@@ -217,7 +206,7 @@ void Messenger::Front::detach(ServiceId service) {
     attached_.erase(service);
   }
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    run_on(i, [service](Shard& s) { s.services->detach(service); });
+    run_on(i, [service](Impl&, msg::ServiceTable& services) { services.detach(service); });
   }
 }
 
@@ -232,18 +221,18 @@ Result<std::string> Messenger::Front::listen_routed(const SocketAddress& address
   std::vector<StreamFactory*> factories;
   std::vector<AcceptCallback> accepted;
   for (Shard& sh : shards_) {
-    factories.push_back(sh.impl->streams_.get());
+    factories.push_back(&sh.impl->streams());
     std::weak_ptr<Messenger::Impl> weak = sh.impl;
     accepted.emplace_back([weak, transport = params.transport](Stream s) {
       if (auto self = weak.lock()) self->on_accepted(std::move(s), transport);
     });
   }
-  auto l = shards_[0].impl->streams_->listen_routed(
+  auto l = shards_[0].impl->streams().listen_routed(
       address, params, factories, [this](std::uint64_t affinity) { return owner(affinity); },
       std::move(accepted));
   if (!l) return l.error();
   std::string bound = l.value().local_address();
-  shards_[0].impl->listeners_.push_back(std::move(l).value());
+  shards_[0].impl->keep_listener(std::move(l).value());
   return bound;
 }
 

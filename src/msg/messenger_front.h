@@ -57,8 +57,9 @@ class Messenger::Front {
 
   std::size_t owner(NodeId peer) const noexcept;
   Shard& shard_of(NodeId peer) noexcept { return shards_[owner(peer)]; }
-  // Runs `f` on shard i's loop: now if this thread is on it, else posted.
-  void run_on(std::size_t i, std::function<void(Shard&)> f);
+  // Runs `f` on shard i's loop: now if this thread is on it, else posted (msg::run_on_loop).
+  using ShardTask = std::function<void(Messenger::Impl&, msg::ServiceTable&)>;
+  void run_on(std::size_t i, ShardTask f);
   // Runs `f` on shard i's loop and waits for it (the destructor's; the loop must run).
   void wait_on(std::size_t i, const std::function<void()>& f);
 

@@ -47,7 +47,7 @@ Result<void> Messenger::Impl::add_peer(NodeId peer, const ConnectionParams& para
   if (peer == 0 || peer == options_.node_id) return make_error_code(Errc::invalid_argument);
   peers_[peer] = params;
   routes_.erase(peer);  // one address: no failover
-  if (Session* s = find_session(peer); s != nullptr && s->out->size() > 0) want_connection(*s);
+  if (Session* s = find_session(peer); s != nullptr && s->out().size() > 0) want_connection(*s);
   return {};
 }
 
@@ -69,13 +69,25 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
   auto it = sessions_.find(peer);
   if (it == sessions_.end()) return std::nullopt;
   const Session& s = *it->second;
-  Messenger::SessionInfo info{s.connected(), s.out->size(), s.out->in_flight(),
-                              s.in.in_seq(), s.connect_seq, {}};
+  Messenger::SessionInfo info{s.connected(), s.out().size(), s.out().in_flight(),
+                              s.in.in_seq(), s.connect_seq,  {}};
   if (info.connected) info.transport = s.fo.current;
   if (auto c = conns_.find(s.conn); info.connected && c != conns_.end()) {
     info.authenticated = c->second->authenticated == peer;
   }
   return info;
+}
+
+Cookie Messenger::Impl::session_cookie(NodeId peer) {
+  const Session* s = find_session(peer);
+  return s != nullptr ? s->my_cookie() : 0;
+}
+
+void Messenger::Impl::set_front_hooks(FrontHooks hooks) {
+  on_total_room_ = std::move(hooks.on_total_room);
+  owns_ = std::move(hooks.owns);
+  owner_loop_ = std::move(hooks.owner_loop);
+  to_owner_ = std::move(hooks.to_owner);
 }
 
 void Messenger::Impl::shutdown() {

@@ -5,7 +5,11 @@
 // session_data.cc and connection_io.cc; the public API messenger.cc.
 //
 // Lifetime: the Impl is shared (Messenger holds it) and every loop task, timer and stream
-// callback holds a weak_ptr or a connection id, so nothing runs on a destroyed object.
+// callback holds a weak_ptr or a connection id, so nothing runs on a destroyed object. A
+// weak_ptr, not an Alive token (loop/alive.h): the front on another thread posts to it, and
+// its release, posted to this loop, may run in an iteration nested in one of its own
+// callbacks; the lock keeps it for the rest of that frame (docs/HACKING.md, "Lifetime
+// across callbacks").
 // Connections are found by id; a closed one is removed at once (its Stream is closed, so
 // no callback of it runs again).
 //
@@ -58,10 +62,6 @@ struct ShardEvent {
   std::vector<std::uint16_t> unsent_services;
 };
 using ShardEventCallback = std::function<void(ShardEvent event)>;
-
-namespace msg {
-class MessengerPort;
-}  // namespace msg
 
 // One loop's part of a messenger (a "shard"): the sessions whose peers hash to its loop.
 class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
@@ -116,14 +116,37 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // stops or resumes reading the session's connections.
   void set_paused(NodeId peer, bool paused);
 
-  // The shard's insides, which only its own files (messenger_impl.cc, messenger_drain.cc,
-  // messenger_withdraw.cc, session_*.cc, connection_io.cc) use; the front, which wires its
-  // shards together (routing hooks, listeners, counters); and the port, which hands the
-  // layer above the dispatch time and the buffer pool (msg/messenger_port.h).
- private:
-  friend class Messenger::Front;
-  friend class msg::MessengerPort;
+  // What the front (messenger_front.h) wires a shard with over several loops, set once
+  // before any loop runs it: asks every other shard to sweep_writable() on its loop (the
+  // total budget is shared, so an ack here may end an episode there); whether a peer's
+  // session belongs on this shard (an accepted connection whose hello names another
+  // shard's peer, an RDMA connect sent without the affinity that routes it, is relayed to
+  // the owner: session_relay.cc); the owner's loop, and the hand-over of a relayed stream
+  // to the owner shard (posted; it runs on_accepted there, with the transport loop 0
+  // accepted it over).
+  struct FrontHooks {
+    std::function<void()> on_total_room;
+    std::function<bool(NodeId)> owns;
+    std::function<EventLoop&(NodeId)> owner_loop;
+    std::function<void(NodeId, Stream, Transport)> to_owner;
+  };
+  void set_front_hooks(FrontHooks hooks);
+  // The front's other uses: the counters it adds to (a send refused on another thread) and
+  // hands the stream factory and service table; the factory a routed listener is made by,
+  // and the shard that keeps such a listener.
+  CounterSet& counters() noexcept { return counters_; }
+  StreamFactory& streams() noexcept { return *streams_; }
+  void keep_listener(Listener listener) { listeners_.push_back(std::move(listener)); }
+  // What the port (msg/messenger_port.h) hands the layer above: when the message being
+  // dispatched was read, the pool of acknowledged payloads, and a session's cookie (0: no
+  // session with `peer`).
+  const Clock::time_point& dispatch_time() const noexcept { return dispatch_rx_; }
+  msg::PayloadPool& payload_pool() noexcept { return pool_; }
+  Cookie session_cookie(NodeId peer);
 
+  // The shard's insides, which only its own files (messenger_impl.cc, messenger_drain.cc,
+  // messenger_withdraw.cc, session_*.cc, connection_io.cc) use.
+ private:
   // After acks or resets: finishes the drain once queues are empty (messenger_drain.cc).
   void check_drained() { drainer_.check(); }
   // messenger_withdraw.cc.
@@ -305,16 +328,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // shutdown(deadline, done) waiting for acks (messenger_drain.cc), and its done.
   msg::Drainer drainer_{loop_};
   std::function<void()> drain_done_;
-  // Set by the front: asks every other shard to sweep_writable() on its loop (the total
-  // budget is shared, so an ack here may end an episode there).
+  // The front's hooks (FrontHooks; empty with one loop).
   std::function<void()> on_total_room_;
-  // Set by the front over several loops: whether a peer's session belongs on this shard.
-  // An accepted connection whose hello names another shard's peer (an RDMA connect sent
-  // without the affinity that routes it) is relayed to the owner (session_relay.cc): its
-  // session there, not a second one here.
   std::function<bool(NodeId)> owns_;
-  // Set with owns_: the owner's loop, and the hand-over of a relayed stream to the owner
-  // shard (posted; it runs on_accepted there, with the transport loop 0 accepted it over).
   std::function<EventLoop&(NodeId)> owner_loop_;
   std::function<void(NodeId, Stream, Transport)> to_owner_;
   // The relays this shard keeps the real streams of (session_relay.cc).

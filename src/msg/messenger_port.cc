@@ -26,8 +26,8 @@ MessengerPort::MessengerPort(Messenger& m, std::size_t index) : messenger_(&m) {
   options_ = &front.options_;
   loop_ = sh.loop;
   shard_ = sh.impl.get();
-  dispatch_rx_ = &shard_->dispatch_rx_;
-  pool_ = &shard_->pool_;
+  dispatch_rx_ = &shard_->dispatch_time();
+  pool_ = &shard_->payload_pool();
 }
 
 std::size_t MessengerPort::owner(NodeId peer) const noexcept {
@@ -70,8 +70,7 @@ void MessengerPort::set_read_paused(NodeId peer, bool paused) const {
 
 std::uint64_t MessengerPort::session_cookie(NodeId peer) const {
   RMSG_ASSERT_LOOP_THREAD(*loop_);
-  const Session* s = shard_->find_session(peer);
-  return s != nullptr ? s->my_cookie : 0;
+  return shard_->session_cookie(peer);
 }
 
 }  // namespace rmsg::msg

@@ -18,8 +18,8 @@ Result<Messenger::Ticket> Messenger::Impl::send_tracked(NodeId peer,
   }
   if (shutting_down_ || (drainer_.draining() && !draining_ok)) return make_error_code(Errc::closed);
   Session& s = session_for(peer);
-  const Cookie session = s.my_cookie;
-  auto r = s.out->push(std::move(payload), static_cast<msg::Lane>(options.lane), options.service);
+  const Cookie session = s.my_cookie();
+  auto r = s.out().push(std::move(payload), static_cast<msg::Lane>(options.lane), options.service);
   if (!r) {
     counters_.counter("msg.send_refused").add_owned();
     return r.error();
@@ -44,8 +44,8 @@ std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(
   }
   Session& s = session_for(peer);
   const Messenger::Ticket ticket{
-      s.my_cookie, s.out->push_reserved(std::move(payload), static_cast<msg::Lane>(options.lane),
-                                        options.service)};
+      s.my_cookie(), s.out().push_reserved(std::move(payload), static_cast<msg::Lane>(options.lane),
+                                           options.service)};
   hot_.queued.add_owned();
   if (s.connected()) {
     pump(s);
@@ -58,7 +58,8 @@ std::optional<Messenger::Ticket> Messenger::Impl::send_reserved(
 void Messenger::Impl::refused_elsewhere(NodeId peer) {
   if (Session* s = find_session(peer)) {
     // Its acks may have made room before the refusal was noted: no later sweep would come.
-    if (s->out->take_writable()) emit(SessionEvent{SessionEvent::Kind::writable, peer, {}, {}, {}});
+    if (s->out().take_writable())
+      emit(SessionEvent{SessionEvent::Kind::writable, peer, {}, {}, {}});
     return;
   }
   if (std::find(refused_without_session_.begin(), refused_without_session_.end(), peer) ==
@@ -72,7 +73,7 @@ void Messenger::Impl::sweep_refused_without_session() {
   std::erase_if(refused_without_session_, [this](NodeId peer) {
     // A session made meanwhile shares the peer's budget, so its queue ends the episode.
     if (Session* s = find_session(peer)) {
-      if (s->out->take_writable()) {
+      if (s->out().take_writable()) {
         emit(SessionEvent{SessionEvent::Kind::writable, peer, {}, {}, {}});
       }
       return true;
@@ -96,8 +97,8 @@ void Messenger::Impl::note_total_room() {
 
 bool Messenger::Impl::withdraw(NodeId peer, Messenger::Ticket ticket) {
   Session* s = find_session(peer);
-  if (s == nullptr || s->my_cookie != ticket.session) return false;
-  if (!s->out->withdraw(ticket.seq)) return false;
+  if (s == nullptr || s->my_cookie() != ticket.session) return false;
+  if (!s->out().withdraw(ticket.seq)) return false;
   counters_.counter("msg.withdrawn").add_owned();
   return true;
 }

@@ -77,12 +77,12 @@ void RelayStream::on_writable(Task callback) {
 
 void RelayStream::on_wake() {
   if (closed_) return;
-  std::weak_ptr<int> alive = alive_;
+  const auto alive = alive_.token();
   if (readable_ && read_armed_ && channel_->readable(C::kFar)) {
     read_armed_ = false;
     Task cb = readable_;
     cb();
-    if (alive.expired() || closed_) return;
+    if (!alive.alive() || closed_) return;
   }
   const bool can_write = channel_->room(C::kFar) > 0 || channel_->write_error(C::kFar) || shut_;
   if (writable_ && write_armed_ && can_write) {

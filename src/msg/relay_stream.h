@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "loop/alive.h"
 #include "msg/relay_channel.h"
 #include "rmsg/stream.h"
 
@@ -57,7 +58,7 @@ class RelayStream final : public StreamImpl {
   bool end_seen_ = false;  // read() returned the EOF or the error once
   bool shut_ = false, closed_ = false;
   std::error_code error_;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // a callback may destroy us
+  Alive<RelayStream> alive_{loop_, this};  // a callback may destroy us
 };
 
 }  // namespace rmsg::msg

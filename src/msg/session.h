@@ -1,10 +1,11 @@
 // A messenger session: everything the messenger keeps about one peer node across its
 // connections — the out queue and in state (session/), the cookies and sequence numbers of
 // the handshake, backoff, the transport policy's state, and its state
-// (session/session_state.h: connection `conn` when open or probing, attempt `outbound()`
+// (session/session_state.h: connection `conn()` when open or probing, attempt `outbound()`
 // when connecting or probing). The state and the attempt change only through to(),
 // begin_attempt() and end_attempt() (Messenger::Impl::enter() and its kin report a step
-// the table refuses); a reset goes through restart().
+// the table refuses); a reset goes through restart(), which alone changes the out queue
+// and our cookie.
 //
 // Ownership: Messenger::Impl's map of sessions, by peer. Threading: its shard's loop thread.
 #pragma once
@@ -34,8 +35,15 @@ class Session {
  public:
   using State = msg::SessionState;
 
-  Session(NodeId peer_node, const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy)
-      : peer(peer_node), in(ack), backoff(backoff_policy) {}
+  // `queue`: the session's out queue; `cookie`: ours for this session (both new again at
+  // each restart()).
+  Session(NodeId peer_node, const msg::AckPolicy& ack, const msg::BackoffPolicy& backoff_policy,
+          std::unique_ptr<msg::OutQueue> queue, Cookie cookie)
+      : peer(peer_node),
+        in(ack),
+        backoff(backoff_policy),
+        my_cookie_(cookie),
+        out_(std::move(queue)) {}
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
   Session(Session&&) = delete;
@@ -47,6 +55,18 @@ class Session {
   bool connected() const noexcept { return state_.is(State::open) || state_.is(State::probing); }
   // Our connect attempt under way (a probe when probing); 0: none.
   ConnId outbound() const noexcept { return outbound_; }
+  // The established connection (open or probing); 0: none (connecting, idle, or between
+  // the old connection's end and the new one's welcome). use_connection() when the
+  // session opens over one, lose_connection() when it goes or gives way.
+  ConnId conn() const noexcept { return conn_; }
+  void use_connection(ConnId id) noexcept { conn_ = id; }
+  void lose_connection() noexcept { conn_ = 0; }
+  // Ours for this session: a ticket (Messenger::Ticket::session) and the peer's
+  // server_cookie name it. Changes only with restart().
+  Cookie my_cookie() const noexcept { return my_cookie_; }
+  // What we send this session, in order, until acknowledged (replayed on a reconnect).
+  msg::OutQueue& out() noexcept { return *out_; }
+  const msg::OutQueue& out() const noexcept { return *out_; }
 
   // The checked steps (the caller reports a refused one).
   [[nodiscard]] Result<void> to(State next) noexcept { return state_.to(next); }
@@ -66,9 +86,9 @@ class Session {
   // policy's state and the retired cookies stay.
   void restart(std::unique_ptr<msg::OutQueue> queue, msg::InState in_state, Cookie cookie,
                SessionPolicy session_policy) {
-    out = std::move(queue);
+    out_ = std::move(queue);
     in = std::move(in_state);
-    my_cookie = cookie;
+    my_cookie_ = cookie;
     peer_cookie = 0;
     peer_global_seq = 0;
     connect_seq = 0;
@@ -107,14 +127,11 @@ class Session {
 
   const NodeId peer;
   SessionPolicy policy = SessionPolicy::lossless;
-  Cookie my_cookie = 0;
   Cookie peer_cookie = 0;
   std::uint64_t peer_global_seq = 0;
   std::uint64_t connect_seq = 0;  // of the last connection established (or bumped by wait)
-  std::unique_ptr<msg::OutQueue> out;
   msg::InState in;
   msg::Backoff backoff;
-  ConnId conn = 0;
   TimerId timer = 0;
   bool ever_open = false;
   msg::FailoverState fo;  // transport policy state (session_failover.cc)
@@ -122,6 +139,9 @@ class Session {
 
  private:
   msg::Checked<State> state_{State::idle};
+  Cookie my_cookie_;
+  std::unique_ptr<msg::OutQueue> out_;
+  ConnId conn_ = 0;
   ConnId outbound_ = 0;
   std::array<Cookie, 4> retired_peer_cookies_{};
   std::uint8_t retired_next_ = 0;

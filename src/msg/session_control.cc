@@ -24,12 +24,13 @@ Cookie Messenger::Impl::new_cookie() {
 Session& Messenger::Impl::session_for(NodeId peer) {
   if (Session* s = find_session(peer)) return *s;
   (void)room_for_session();  // our own send is never refused for it: at most it evicts
-  auto s = std::make_unique<Session>(peer, ack_policy_, backoff_policy_);
+  auto s =
+      std::make_unique<Session>(peer, ack_policy_, backoff_policy_,
+                                std::make_unique<msg::OutQueue>(limits_, admission_->total(),
+                                                                &admission_->session(peer), &pool_),
+                                new_cookie());
   auto pol = policies_.find(peer);
   s->policy = pol == policies_.end() ? options_.default_policy : pol->second;
-  s->my_cookie = new_cookie();
-  s->out = std::make_unique<msg::OutQueue>(limits_, admission_->total(), &admission_->session(peer),
-                                           &pool_);
   s->fo.probe_backoff = msg::Backoff(probe_policy_);
   counters_.counter("msg.sessions").add_owned();
   Session& ref = *s;
@@ -41,9 +42,9 @@ Session& Messenger::Impl::session_for(NodeId peer) {
 }
 
 void Messenger::Impl::reset_session(Session& s, std::error_code why, bool report) {
-  msg::Handback h = s.out->take_all();
+  msg::Handback h = s.out().take_all();
   // The old queue's end (below) ends a refusal episode: the new one starts empty.
-  const bool refused = s.out->refused();
+  const bool refused = s.out().refused();
   auto pol = policies_.find(s.peer);
   s.restart(std::make_unique<msg::OutQueue>(limits_, admission_->total(),
                                             &admission_->session(s.peer), &pool_),
@@ -190,7 +191,7 @@ void Messenger::Impl::attempt_failed(Session& s, std::error_code why) {
 }
 
 void Messenger::Impl::connection_lost(Session& s, std::error_code why) {
-  s.conn = 0;
+  s.lose_connection();
   enter(s, Session::State::idle);
   note_unconnected(s);
   counters_.counter("msg.disconnects").add_owned();
@@ -200,7 +201,7 @@ void Messenger::Impl::connection_lost(Session& s, std::error_code why) {
     reset_session(s, make_error_code(MessengerErrc::lossy_fault), true);
     return;
   }
-  s.out->rewind();
+  s.out().rewind();
   if (failover_on_loss(s, why)) return;
   if (peers_.contains(s.peer)) schedule_attempt(s, s.backoff.next(loop_.random()));
 }

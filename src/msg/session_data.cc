@@ -11,14 +11,14 @@ using msg::FrameType;
 void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
   const ConnId id = c.id;
   Session* s = find_session(c.peer);
-  if (s == nullptr || s->conn != id) return drop(id, false);
+  if (s == nullptr || s->conn() != id) return drop(id, false);
   // Made only on failure: messenger_category() is a function-local static (a guard check).
   auto bad = [] { return make_error_code(MessengerErrc::bad_payload); };
   switch (f.type()) {
     case FrameType::message: {
       auto h = msg::decode_message_header(f.segment(0));
       if (!h) return fail(id, bad());
-      if (!s->out->ack(h->ack)) return fail(id, make_error_code(MessengerErrc::bad_ack));
+      if (!s->out().ack(h->ack)) return fail(id, make_error_code(MessengerErrc::bad_ack));
       auto r = c.reasm->feed(s->in, h->seq, h->flags, f.segment(1));
       if (!r) return fail(id, r.error());
       if (r.value() == msg::Reassembler::Outcome::duplicate) hot_.duplicates_dropped.add_owned();
@@ -26,7 +26,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
         const NodeId peer = c.peer;
         deliver(c, *s, h->seq, h->service, f);
         s = find_session(peer);
-        if (s == nullptr || s->conn != id) return;
+        if (s == nullptr || s->conn() != id) return;
       }
       note_room(*s);
       pump_after_ack(*s);  // the piggybacked ack may have opened the window
@@ -35,7 +35,7 @@ void Messenger::Impl::on_open_frame(Connection& c, msg::Frame& f) {
     case FrameType::ack: {
       auto v = msg::decode_value64(f.segment(0));
       if (!v) return fail(id, bad());
-      if (!s->out->ack(v->value)) return fail(id, make_error_code(MessengerErrc::bad_ack));
+      if (!s->out().ack(v->value)) return fail(id, make_error_code(MessengerErrc::bad_ack));
       hot_.acks_received.add_owned();
       note_room(*s);
       pump_after_ack(*s);
@@ -69,7 +69,7 @@ void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, std::uint
                               msg::Frame& f) {
   const ConnId id = c.id;
   const NodeId peer = c.peer;
-  const Cookie session = s.my_cookie;
+  const Cookie session = s.my_cookie();
   // A message in pieces leaves the connection's buffer first: the callback may close the
   // connection. (One that came in one frame has no buffer to move.)
   std::vector<std::byte> whole;
@@ -82,12 +82,12 @@ void Messenger::Impl::deliver(Connection& c, Session& s, msg::Seq seq, std::uint
   // went, it counts as delivered, or the replay on the next connection would dispatch it a
   // second time.
   Session* ss = find_session(peer);
-  if (ss == nullptr || ss->my_cookie != session) return;
+  if (ss == nullptr || ss->my_cookie() != session) return;
   // The time the bytes were read stands for now (one clock read per read call).
   Connection* cc = find_connection(id);
   const Clock::time_point now = cc != nullptr ? cc->last_rx : loop_.now();
   const bool ack_due = ss->in.delivered(seq, now);
-  if (ss->conn != id || cc == nullptr) return;
+  if (ss->conn() != id || cc == nullptr) return;
   if (ack_due) {
     send_ack(*cc, *ss);
   } else if (cc->ack_timer == 0) {  // armed already: it re-checks when it fires
@@ -99,7 +99,7 @@ void Messenger::Impl::note_room(Session& s) {
   check_drained();
   msg::QueueBudget& total = admission_->total();
   if (total.refused_queues.load(std::memory_order_acquire) == 0) return;
-  if (s.out->take_writable()) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
+  if (s.out().take_writable()) emit(SessionEvent{SessionEvent::Kind::writable, s.peer, {}, {}, {}});
   if (total.refused_queues.load(std::memory_order_acquire) == 0 || !total.below_half()) return;
   // Others refused because of the messenger-wide budget: this ack may have made room, here
   // and on the other loops.
@@ -111,7 +111,7 @@ void Messenger::Impl::note_room(Session& s) {
 
 void Messenger::Impl::sweep_writable() {
   for (auto& [peer, other] : sessions_) {
-    if (other->out->take_writable()) {
+    if (other->out().take_writable()) {
       emit(SessionEvent{SessionEvent::Kind::writable, other->peer, {}, {}, {}});
     }
   }
@@ -119,16 +119,16 @@ void Messenger::Impl::sweep_writable() {
 }
 
 void Messenger::Impl::pump(Session& s) {
-  Connection* c = s.conn != 0 ? find_connection(s.conn) : nullptr;
+  Connection* c = s.conn() != 0 ? find_connection(s.conn()) : nullptr;
   if (c == nullptr || c->state() != Connection::State::open) return;
   bool wrote = false;
   bool drained = false;  // next() had nothing (more) to write
   while (c->pending_bytes() < options_.write_buffer) {
-    if (s.out->all_written()) {
+    if (s.out().all_written()) {
       drained = true;
       break;
     }
-    const std::optional<msg::Chunk> m = s.out->next();
+    const std::optional<msg::Chunk> m = s.out().next();
     if (!m) {
       drained = true;
       break;
@@ -139,7 +139,7 @@ void Messenger::Impl::pump(Session& s) {
     if (m->first && m->replay) hot_.replayed.add_owned();
     if (m->first) hot_.sent.add_owned();
     if (m->more || !m->first) counters_.counter("msg.fragments").add_owned();
-    s.out->mark_written(*m);
+    s.out().mark_written(*m);
     wrote = true;
   }
   // Nothing to write (an ack or a frame that found the queue empty, the usual case).
@@ -150,7 +150,7 @@ void Messenger::Impl::pump(Session& s) {
   // The stream took everything and chunks remain (a large message, which no ack will pull
   // out): continue after the loop served the others, instead of in one go.
   c = find_connection(id);
-  if (c == nullptr || c->pending_bytes() > 0 || c->pump_deferred || drained || !s.out->next()) {
+  if (c == nullptr || c->pending_bytes() > 0 || c->pump_deferred || drained || !s.out().next()) {
     return;
   }
   c->pump_deferred = true;
@@ -161,7 +161,7 @@ void Messenger::Impl::pump(Session& s) {
     Connection* cc = self->find_connection(id);
     if (cc == nullptr) return;
     cc->pump_deferred = false;
-    if (Session* ss = self->find_session(cc->peer); ss != nullptr && ss->conn == id) {
+    if (Session* ss = self->find_session(cc->peer); ss != nullptr && ss->conn() == id) {
       self->pump(*ss);
     }
   });
@@ -171,7 +171,7 @@ void Messenger::Impl::pump_after_ack(Session& s) {
   // An ack only opens the window: with every queued message started (the usual case for
   // request/response, whose sends pumped themselves) there is nothing it could let out. A
   // started message's further chunks do not wait for acks (pump defers itself for them).
-  if (s.out->in_flight() < s.out->size()) pump(s);
+  if (s.out().in_flight() < s.out().size()) pump(s);
 }
 
 void Messenger::Impl::send_ack(Connection& c, Session& s) {
@@ -198,7 +198,7 @@ void Messenger::Impl::arm_ack_timer(Connection& c, Session& s, Clock::time_point
     if (cc == nullptr) return;
     cc->ack_timer = 0;
     Session* ss = self->find_session(cc->peer);
-    if (ss == nullptr || ss->conn != id || !ss->in.ack_pending()) return;
+    if (ss == nullptr || ss->conn() != id || !ss->in.ack_pending()) return;
     // Pending since after the timer was armed: wait out that message's own delay.
     const Clock::time_point at = self->loop_.now();
     if (ss->in.ack_deadline() > at) return self->arm_ack_timer(*cc, *ss, at);

@@ -73,7 +73,7 @@ void Messenger::Impl::erase_session(NodeId peer) {
   if (s == nullptr) return;
   note_connected(*s);  // off the list
   if (s->fo.probe_timer != 0) loop_.cancel_timer(s->fo.probe_timer);
-  if (s->conn != 0) drop(s->conn, false);
+  if (s->conn() != 0) drop(s->conn(), false);
   if (s->outbound() != 0) drop(s->outbound(), false);
   if (s->timer != 0) loop_.cancel_timer(s->timer);
   if (s->paused) --paused_sessions_;

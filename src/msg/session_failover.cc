@@ -17,7 +17,7 @@ Result<void> Messenger::Impl::add_peer(NodeId peer, const PeerAddresses& address
   a.tcp.transport = Transport::tcp;
   peers_[peer] = a.policy == TransportPolicy::tcp_only ? a.tcp : a.rdma;
   routes_[peer] = std::move(a);
-  if (Session* s = find_session(peer); s != nullptr && s->out->size() > 0) want_connection(*s);
+  if (Session* s = find_session(peer); s != nullptr && s->out().size() > 0) want_connection(*s);
   return {};
 }
 
@@ -119,9 +119,9 @@ void Messenger::Impl::transport_opened(Session& s, Connection& c) {
         .counter(c.transport == Transport::tcp ? "msg.switches.to_tcp" : "msg.switches.to_rdma")
         .add_owned();
     // Everything written before and not acknowledged goes again on this connection.
-    const msg::Seq written = s.out->highest_written();
-    if (written > s.out->acked()) {
-      counters_.counter("msg.replayed_across_switch").add_owned(written - s.out->acked());
+    const msg::Seq written = s.out().highest_written();
+    if (written > s.out().acked()) {
+      counters_.counter("msg.replayed_across_switch").add_owned(written - s.out().acked());
     }
     RMSG_LOG(info, "msg: node %llx: session with %llx now over %s (%s)",
              static_cast<unsigned long long>(options_.node_id),

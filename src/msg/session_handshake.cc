@@ -97,7 +97,7 @@ void Messenger::Impl::begin_handshake(Connection& c) {
 void Messenger::Impl::send_hello(Connection& c, Session& s) {
   msg::Hello h{.node = options_.node_id,
                .target = c.peer,
-               .client_cookie = s.my_cookie,
+               .client_cookie = s.my_cookie(),
                .server_cookie = s.peer_cookie,
                .global_seq = ++global_seq_,
                .connect_seq = s.connect_seq + 1,
@@ -199,7 +199,7 @@ void Messenger::Impl::on_hello(Connection& c, const msg::Hello& h, bool reconnec
   if (s != nullptr) {
     Connection* out = s->outbound() != 0 ? find_connection(s->outbound()) : nullptr;
     v = {.exists = true,
-         .my_cookie = s->my_cookie,
+         .my_cookie = s->my_cookie(),
          .peer_cookie = s->peer_cookie,
          .peer_global_seq = s->peer_global_seq,
          .connect_seq = s->connect_seq,
@@ -264,8 +264,8 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
   counters_.counter("msg.decisions.accept").add_owned();
   if (d.reset_local) {
     s.retire_peer_cookie(s.peer_cookie);
-    if (s.conn != 0) drop(s.conn, false);
-    s.conn = 0;
+    if (s.conn() != 0) drop(s.conn(), false);
+    s.lose_connection();
     reset_session(s, make_error_code(MessengerErrc::peer_restarted), true);
   }
   if (d.drop_outbound) counters_.counter("msg.decisions.race_lost").add_owned();
@@ -273,11 +273,11 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
     drop(s.outbound(), false);
     end_attempt(s);
   }
-  if (s.conn != 0 && s.conn != c.id) {
+  if (s.conn() != 0 && s.conn() != c.id) {
     counters_.counter("msg.replaced").add_owned();
-    retire(s.conn);  // delivers nothing more from now on; the peer closes it
-    s.conn = 0;
-    s.out->rewind();
+    retire(s.conn());  // delivers nothing more from now on; the peer closes it
+    s.lose_connection();
+    s.out().rewind();
   }
   if (s.timer != 0) {
     loop_.cancel_timer(s.timer);
@@ -288,7 +288,7 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
   s.connect_seq = h.connect_seq;
   if ((h.flags & msg::kFlagLossy) != 0) s.policy = SessionPolicy::lossy;
   const msg::Welcome w{.node = options_.node_id,
-                       .cookie = s.my_cookie,
+                       .cookie = s.my_cookie(),
                        .connect_seq = s.connect_seq,
                        .msg_seq = s.in.in_seq(),
                        .flags = s.policy == SessionPolicy::lossy ? msg::kFlagLossy : 0};
@@ -299,16 +299,16 @@ void Messenger::Impl::accept_hello(Connection& c, Session& s, const msg::Hello& 
 }
 
 void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_delivered) {
-  if (!s.out->ack(peer_delivered)) return fail(c.id, make_error_code(MessengerErrc::bad_ack));
-  if (s.conn != 0 && s.conn != c.id) {  // a probe's welcome: the old connection goes now
+  if (!s.out().ack(peer_delivered)) return fail(c.id, make_error_code(MessengerErrc::bad_ack));
+  if (s.conn() != 0 && s.conn() != c.id) {  // a probe's welcome: the old connection goes now
     counters_.counter("msg.replaced").add_owned();
     RMSG_LOG(debug, "msg: node %llx: connection %llu replaced by %llu: closing it",
              static_cast<unsigned long long>(options_.node_id),
-             static_cast<unsigned long long>(s.conn), static_cast<unsigned long long>(c.id));
-    drop(s.conn, false);
-    s.conn = 0;
+             static_cast<unsigned long long>(s.conn()), static_cast<unsigned long long>(c.id));
+    drop(s.conn(), false);
+    s.lose_connection();
   }
-  s.out->rewind();  // the peer has everything up to peer_delivered; the rest goes again
+  s.out().rewind();  // the peer has everything up to peer_delivered; the rest goes again
   note_room(s);
   c.reasm.emplace(options_.max_message_size, s.in.in_seq());
   if (c.deadline != 0) loop_.cancel_timer(c.deadline);
@@ -318,7 +318,7 @@ void Messenger::Impl::open_session(Connection& c, Session& s, msg::Seq peer_deli
   enter(c, Connection::State::open);
   start_keepalive(c);
   if (s.outbound() == c.id) end_attempt(s);
-  s.conn = c.id;
+  s.use_connection(c.id);
   enter(s, Session::State::open);
   note_connected(s);
   s.ever_open = true;

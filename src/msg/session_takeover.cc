@@ -24,7 +24,7 @@ using msg::FrameType;
 
 bool Messenger::Impl::hold_for_probe(Connection& c, Session& s, const msg::Hello& h,
                                      bool reconnect) {
-  Connection* old = s.conn != 0 ? find_connection(s.conn) : nullptr;
+  Connection* old = s.conn() != 0 ? find_connection(s.conn()) : nullptr;
   if (old == nullptr || old->state() != Connection::State::open || old->id == c.id) return false;
   if (old->probe_for != 0) {
     counters_.counter("msg.takeover.busy").add_owned();

@@ -54,8 +54,8 @@ void Acceptor::accept(verbs::CmId id, std::span<const std::byte> request,
 
 void Acceptor::defer_drain() {
   drain_deferred_ = true;
-  loop_.defer([this, alive = std::weak_ptr<int>(alive_)] {
-    if (alive.expired()) return;
+  loop_.defer([this, alive = alive_.token()] {
+    if (!alive.alive()) return;
     drain_deferred_ = false;
     drain_queue();
   });

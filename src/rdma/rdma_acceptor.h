@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "loop/alive.h"
 #include "rdma/resources.h"
 #include "rdma/wire.h"
 #include "rdmacm/cm_channel.h"
@@ -70,7 +71,7 @@ class Acceptor {
   std::map<RdmaStream*, std::unique_ptr<RdmaStream>> pending_;
   std::deque<Queued> queued_;
   bool drain_deferred_ = false;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards the deferred drain
+  Alive<Acceptor> alive_{loop_, this};  // guards the deferred drain
 };
 
 // Rejects the request of `id` with a reject hello of `reason` and retires the id through

@@ -36,8 +36,8 @@
 #include <memory>
 #include <vector>
 
+#include "loop/alive.h"
 #include "rdma/credits.h"
-#include "rdma/live_streams.h"
 #include "rdma/recv_ring.h"
 #include "rdma/resources.h"
 #include "rdma/send_ring.h"
@@ -273,10 +273,10 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   static constexpr std::uint8_t kWantWrite = 2;
   std::uint8_t want_ = 0;
   bool notify_scheduled_ = false;
-  // The number a deferred readiness pass finds this stream by (live_streams.h); 0 after
-  // teardown: a pass still pending finds nothing and does nothing.
-  std::shared_ptr<LiveStreams> live_ = LiveStreams::of(loop_);
-  std::uint64_t live_id_ = live_->add(this);
+  // What a deferred task (a readiness pass, the setup callback, the linger's end) and a
+  // dispatch frame (run_callback) ask "is this stream still there" (loop/alive.h); ended at
+  // teardown: a task still pending finds nothing and does nothing.
+  Alive<RdmaStream> alive_{loop_, this};
   void notify_pass();
   bool run_callback(Task& slot, const std::uint64_t& sets);
   std::uint64_t readable_sets_ = 0;  // on_readable() calls: a running callback set a new one
@@ -286,7 +286,6 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
   bool in_poller_ = false;
   bool notify_now_ = false;
   bool poll_from_loop();
-  void forget_live() noexcept;  // teardown, ~RdmaStream: pending passes find nothing
   std::uint64_t progress_ = 0;
   // on_writable rests after a call that made no write()/writev() call and no progress:
   // more space for a stream already writable is no news (stream.h). write()/writev(),
@@ -320,7 +319,6 @@ class RdmaStream final : public StreamImpl, private rdmacm::CmConnection::Delega
 
   std::unique_ptr<RdmaStream> self_;          // active connect until delivered; a lingering stream
   std::unique_ptr<rdmacm::CmConnection> cm_;  // destroyed before res_ (declared after)
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards deferred tasks
 };
 
 // Readiness (stream_readiness.cc has the rest): inline because every message runs them.
@@ -356,18 +354,17 @@ inline void RdmaStream::schedule_notify() {
 // False when the callback destroyed the stream. Inlined into notify_pass (a call and its
 // return cost ~20 instructions' time under qemu TCG, and this runs once per message).
 [[gnu::always_inline]] inline bool RdmaStream::run_callback(Task& slot, const std::uint64_t& sets) {
-  LiveStreams* const live = live_.get();
-  const std::uint64_t id = live_id_;
+  const auto frame = alive_.token();
   const std::uint64_t sets_before = sets;
   Task cb = std::move(slot);
   cb();
-  if (live->find(id) == nullptr) return false;
-  if (sets == sets_before && !closed()) slot = std::move(cb);
+  if (!frame.alive()) return false;
+  if (sets == sets_before && !closed()) slot.swap(cb);  // slot is empty: a swap inlines
   return true;
 }
 
-// One notification pass. A callback may close or destroy the stream: after each, it is
-// looked up again by number (locals only: `this` may be gone). Inline: the loop's poller
+// One notification pass. A callback may close or destroy the stream: after each, its
+// token is asked (locals only: `this` may be gone). Inline: the loop's poller
 // (poll_from_loop) runs one for each message it reaps.
 [[gnu::always_inline]] inline void RdmaStream::notify_pass() {
   notify_scheduled_ = false;

@@ -56,8 +56,8 @@ Result<void> Recycler::start() {
     RMSG_TRY(verbs::check_rc(ibv_req_notify_cq(cq.get(), 0)));
   }
   // Completions already queued raise no event: look once, from the loop.
-  loop_.defer([this, weak = std::weak_ptr<int>(alive_)] {
-    if (!weak.expired() && phase_ == Phase::reaping) poll();
+  loop_.defer([this, alive = alive_.token()] {
+    if (alive.alive() && phase_ == Phase::reaping) poll();
   });
   return {};
 }
@@ -143,7 +143,7 @@ void Recycler::finish(bool ok) {
   if (phase_ == Phase::done) return;
   phase_ = Phase::done;
   unwatch();
-  alive_.reset();
+  alive_.end();
   auto done = std::move(done_);  // the callback may destroy this Recycler: nothing after it
   done(*this, ok);
 }

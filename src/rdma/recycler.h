@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 
+#include "loop/alive.h"
 #include "rdma/resources.h"
 #include "rdmacm/cm_channel.h"
 #include "rmsg/event_loop.h"
@@ -83,7 +84,7 @@ class Recycler final : public rdmacm::CmEventHandler {
   Phase phase_ = Phase::reaping;
   bool marker_seen_ = false;
   Stats stats_;
-  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // guards the deferred first poll
+  Alive<Recycler> alive_{loop_, this};  // guards the deferred first poll
 };
 
 }  // namespace rmsg::rdma

@@ -50,8 +50,8 @@ void RdmaStream::linger_progress() {
 void RdmaStream::schedule_linger_end() {
   if (linger_end_scheduled_) return;
   linger_end_scheduled_ = true;
-  loop_.defer([this, weak = std::weak_ptr<int>(alive_)] {
-    if (weak.expired() || conn_ != ConnState::lingering) return;
+  loop_.defer([this, alive = alive_.token()] {
+    if (!alive.alive() || conn_ != ConnState::lingering) return;
     end_linger().reset();  // may destroy this stream
   });
 }

@@ -36,10 +36,10 @@ bool RdmaStream::writable_now() const {
 
 // The pass is due outside a poll (schedule_notify, rdma_stream.h): through defer().
 void RdmaStream::defer_notify() {
-  // The task carries the stream's number, not a pointer kept alive (live_streams.h): a
-  // trivially copyable lambda is stored inside the std::function, with no allocation.
-  loop_.defer([live = live_.get(), id = live_id_] {
-    if (RdmaStream* s = live->find(id)) s->notify_pass();
+  // The task carries only the stream's token (loop/alive.h): a trivially copyable lambda
+  // is stored inside the std::function, with no allocation.
+  loop_.defer([alive = alive_.token()] {
+    if (RdmaStream* s = alive.get()) s->notify_pass();
   });
 }
 

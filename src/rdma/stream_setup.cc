@@ -64,11 +64,7 @@ RdmaStream::RdmaStream(EventLoop& loop, const RdmaOptions& options, const Geomet
 RdmaStream::~RdmaStream() {
   close();
   if (conn_ == ConnState::lingering) static_cast<void>(end_linger().release());  // not self-owned
-  forget_live();
-}
-
-void RdmaStream::forget_live() noexcept {
-  if (live_id_ != 0) live_->remove(std::exchange(live_id_, 0));
+  alive_.end();
 }
 
 Result<void> RdmaStream::start_connect(const SocketAddress& peer, SetupDone done) {
@@ -236,8 +232,8 @@ void RdmaStream::enter(ConnState to) {
 
 void RdmaStream::finish_setup(std::error_code ec) {
   if (!setup_done_) return;
-  loop_.defer([this, weak = std::weak_ptr<int>(alive_), ec] {
-    if (weak.expired() || !setup_done_) return;
+  loop_.defer([this, alive = alive_.token(), ec] {
+    if (!alive.alive() || !setup_done_) return;
     auto done = std::move(setup_done_);
     setup_done_ = {};
     done(ec);  // may destroy this stream
@@ -354,8 +350,7 @@ void RdmaStream::teardown(bool was_established) {
   pool_.reset();  // after the QP on its SRQ
   RMSG_LOG(debug, "rdma stream: structure released");
   lease_.reset();  // a manager's count of live connections ends here
-  alive_.reset();  // deferred tasks of this stream become no-ops
-  forget_live();
+  alive_.end();    // deferred tasks of this stream become no-ops
 }
 
 std::error_code RdmaStream::error() const {

@@ -125,12 +125,7 @@ void RpcEndpoint::Front::wait_on(std::size_t i, const std::function<void()>& f) 
 }
 
 void RpcEndpoint::Front::run_on(std::size_t i, std::function<void(Impl&)> f) {
-  Impl& s = *shards_[i];
-  if (loop::Access::owned_here(s.loop_)) return f(s);
-  std::weak_ptr<Impl> weak = shards_[i];
-  s.loop_.post([weak, f = std::move(f)] {
-    if (auto self = weak.lock()) f(*self);
-  });
+  msg::run_on_loop(shards_[i]->loop_, std::move(f), shards_[i]);
 }
 
 bool RpcEndpoint::Front::cancel(CallId id) {

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <memory>
 
-#include "base/destroy_watch.h"
+#include "loop/alive.h"
 #include "loop/loop_thread.h"
 #include "rmsg/log.h"
 #include "rmsg/tcp.h"
@@ -63,7 +63,7 @@ class TcpListener final : public ListenerImpl {
 
  private:
   void accept_batch() {
-    const DestroyWatch::Scope frame(destroy_watch_);
+    const auto frame = alive_.token();
     for (int i = 0; i < kAcceptBatch && fd_ >= 0; ++i) {
       const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
@@ -78,7 +78,7 @@ class TcpListener final : public ListenerImpl {
         continue;
       }
       on_socket_(OwnedSocket(fd));
-      if (frame.destroyed()) return;  // the callback destroyed the listener
+      if (!frame.alive()) return;  // the callback destroyed the listener
     }
   }
 
@@ -99,8 +99,8 @@ class TcpListener final : public ListenerImpl {
   WatchId watch_ = 0;
   TimerId pause_timer_ = 0;
   // accept_batch() learns that the callback destroyed the listener, also after a nested
-  // batch (a callback that runs the loop).
-  DestroyWatch destroy_watch_;
+  // batch (a callback that runs the loop): each batch holds its own token (loop/alive.h).
+  Alive<TcpListener> alive_{loop_, this};
 };
 
 }  // namespace

@@ -168,18 +168,18 @@ void TcpStream::update_interest() {
 }
 
 void TcpStream::dispatch(std::uint32_t events) {
-  const DestroyWatch::Scope frame(destroy_watch_);
+  const auto frame = alive_.token();
   if ((events & kReadable) && !call(read_, frame)) return;
   if ((events & kWritable) && !call(write_, frame)) return;
   update_interest();
 }
 
-bool TcpStream::call(Direction& d, const DestroyWatch::Scope& frame) {
+bool TcpStream::call(Direction& d, const Alive<TcpStream>::Token& frame) {
   if (!d.callback || !d.armed) return true;
   const auto cb = d.callback;
   const std::uint64_t uses = d.uses;
   (*cb)();
-  if (frame.destroyed() || closed_) return false;
+  if (!frame.alive() || closed_) return false;
   if (d.uses == uses) d.armed = false;  // no progress: rest until read/write/set
   return true;
 }

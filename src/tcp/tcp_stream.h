@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
-#include "base/destroy_watch.h"
 #include "base/lease.h"
+#include "loop/alive.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/stream.h"
 #include "rmsg/tcp.h"
@@ -70,7 +70,7 @@ class TcpStream final : public StreamImpl {
   void update_interest();
   void dispatch(std::uint32_t events);
   // Calls d's callback; false if the stream was destroyed or closed meanwhile.
-  bool call(Direction& d, const DestroyWatch::Scope& frame);
+  bool call(Direction& d, const Alive<TcpStream>::Token& frame);
   std::error_code fail(int err);
   Result<void> check_writable() const;
   Result<std::size_t> send_iov(const msghdr& msg);
@@ -90,8 +90,8 @@ class TcpStream final : public StreamImpl {
   std::string peer_;
   Lease lease_;
   // dispatch() learns that a callback destroyed the stream, also after a nested dispatch of
-  // it (a callback that runs the loop).
-  DestroyWatch destroy_watch_;
+  // it (a callback that runs the loop): each frame holds its own token (loop/alive.h).
+  Alive<TcpStream> alive_{loop_, this};
 };
 
 // Wraps a connected socket (ownership passes to the Stream), which holds `lease` until it
