@@ -72,7 +72,7 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
   Messenger::SessionInfo info{s.connected(), s.out().size(), s.out().in_flight(),
                               s.in.in_seq(), s.connect_seq,  {}};
   if (info.connected) info.transport = s.fo.current;
-  if (auto c = conns_.find(s.conn); info.connected && c != conns_.end()) {
+  if (auto c = conns_.find(s.conn()); info.connected && c != conns_.end()) {
     info.authenticated = c->second->authenticated == peer;
   }
   return info;

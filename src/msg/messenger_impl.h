@@ -143,6 +143,9 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   const Clock::time_point& dispatch_time() const noexcept { return dispatch_rx_; }
   msg::PayloadPool& payload_pool() noexcept { return pool_; }
   Cookie session_cookie(NodeId peer);
+  // Loads the key files the options name (session_auth.cc); the front calls it once per
+  // shard before the loops run, and create() fails with its error.
+  Result<void> init_auth();
 
   // The shard's insides, which only its own files (messenger_impl.cc, messenger_drain.cc,
   // messenger_withdraw.cc, session_*.cc, connection_io.cc) use.
@@ -213,8 +216,7 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   void send_hello(Connection& c, Session& s);
   void on_handshake_frame(Connection& c, msg::Frame& f);
   void on_hello(Connection& c, const msg::Hello& h, bool reconnect);
-  // session_auth.cc: the keys, our banner, and the authentication exchange after it.
-  Result<void> init_auth();
+  // session_auth.cc: our banner, and the authentication exchange after it.
   std::vector<std::byte> local_banner(Connection& c);
   void on_banner(Connection& c);
   void on_auth_proof(Connection& c, const msg::Frame& f);
