@@ -121,6 +121,7 @@ rmsg_layer(auth    USES base)
 rmsg_layer(session USES base loop wire                           HEADERS messenger_errors.h)
 rmsg_layer(msg     USES base loop stream cm wire session auth HEADERS messenger.h)
 rmsg_layer(rpc     USES base loop wire session msg                HEADERS rpc.h)
+rmsg_layer(admin   USES base loop session msg                     HEADERS admin.h)
 # The socket shim is its own library, librmsg-socket, plus the preload module
 # (docs/socket-shim.md); only its RDMA upgrade engine (upgrade_*.cc) uses the layers below.
 rmsg_layer(posix   USES base loop stream verbs rdmacm rdma       HEADERS socket.h OWN_LIBRARY)
@@ -129,7 +130,7 @@ rmsg_layer(posix   USES base loop stream verbs rdmacm rdma       HEADERS socket.
 file(GLOB rmsg_public_headers RELATIVE ${PROJECT_SOURCE_DIR}/include/rmsg
      ${PROJECT_SOURCE_DIR}/include/rmsg/*.h)
 set(rmsg_assigned "")
-foreach(layer base loop stream tcp verbs rdmacm rdma cm wire auth session msg rpc posix)
+foreach(layer base loop stream tcp verbs rdmacm rdma cm wire auth session msg rpc admin posix)
   list(APPEND rmsg_assigned ${RMSG_LAYER_HEADERS_${layer}})
 endforeach()
 foreach(header ${rmsg_public_headers})

@@ -1,5 +1,6 @@
 // Messenger::Impl's public entry points (listen, add_peer, send, mark_down, shutdown) and
 // its construction.
+#include <algorithm>
 #include <utility>
 
 #include "msg/messenger_impl.h"
@@ -76,6 +77,14 @@ std::optional<Messenger::SessionInfo> Messenger::Impl::session_info(NodeId peer)
     info.authenticated = c->second->authenticated == peer;
   }
   return info;
+}
+
+std::vector<NodeId> Messenger::Impl::session_peers() const {
+  std::vector<NodeId> peers;
+  peers.reserve(sessions_.size());
+  for (const auto& [peer, s] : sessions_) peers.push_back(peer);
+  std::sort(peers.begin(), peers.end());
+  return peers;
 }
 
 Cookie Messenger::Impl::session_cookie(NodeId peer) {

@@ -98,6 +98,8 @@ class Messenger::Impl : public std::enable_shared_from_this<Messenger::Impl> {
   // SessionEvent::writable once the budgets have room (sweep_refused_without_session).
   void refused_elsewhere(NodeId peer);
   std::optional<Messenger::SessionInfo> session_info(NodeId peer) const;
+  // The peers this shard has a session with, in ascending order.
+  std::vector<NodeId> session_peers() const;
   void shutdown();
   // messenger_drain.cc: the graceful shutdown.
   void drain(Clock::time_point deadline, std::function<void()> done);

@@ -73,4 +73,13 @@ std::uint64_t MessengerPort::session_cookie(NodeId peer) const {
   return shard_->session_cookie(peer);
 }
 
+std::vector<std::pair<NodeId, Messenger::SessionInfo>> MessengerPort::sessions() const {
+  RMSG_ASSERT_LOOP_THREAD(*loop_);
+  std::vector<std::pair<NodeId, Messenger::SessionInfo>> out;
+  for (NodeId peer : shard_->session_peers()) {
+    if (auto info = shard_->session_info(peer)) out.emplace_back(peer, *info);
+  }
+  return out;
+}
+
 }  // namespace rmsg::msg

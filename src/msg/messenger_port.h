@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "msg/seams.h"
@@ -82,6 +83,8 @@ class RMSG_HIDDEN MessengerPort {
   void set_read_paused(NodeId peer, bool paused) const;
   // This end's cookie of the session with `peer` (0: none): its incarnation.
   std::uint64_t session_cookie(NodeId peer) const;
+  // Every session of this shard with its Messenger::session_info (the admin endpoint).
+  std::vector<std::pair<NodeId, Messenger::SessionInfo>> sessions() const;
   // During a dispatch callback: when the message being dispatched was read (its
   // connection's last read; a stand-in for now that spares a clock read).
   Clock::time_point dispatch_time() const noexcept { return *dispatch_rx_; }

@@ -1,6 +1,7 @@
 // rmsg-info: a short self-check that prints what this build and this machine offer:
 // the transports built in, the RDMA devices and their ports, and a TCP loopback
-// round trip through rmsg itself. Exit status 1 when the self-check fails.
+// round trip through rmsg itself. Exit status 1 when the self-check fails. With --admin
+// PATH it prints instead what a running process's admin endpoint answers (rmsg/admin.h).
 #include <sys/resource.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <string_view>
 
 #include "rdma_devices.h"
+#include "rmsg/admin.h"
 #include "rmsg/event_loop.h"
 #include "rmsg/tcp.h"
 
@@ -86,19 +88,40 @@ bool tcp_self_check() {
 
 // The one text of --help (help2man makes the man page from it).
 constexpr const char* kUsage =
-    "usage: rmsg-info [--help | --version]\n"
+    "usage: rmsg-info [--help | --version | --admin PATH [--prometheus]]\n"
     "Prints what this build and this machine offer: the transports built in, the RDMA\n"
     "devices and their ports, the memlock limit, then a TCP loopback round trip through\n"
     "rmsg on one loop thread.\n"
     "  --help     this text\n"
     "  --version  rmsg's version\n"
-    "Exit status: 0 the self-check passed, 1 it failed, 2 usage.\n";
+    "  --admin PATH  instead, print what the admin endpoint at PATH (a running process's\n"
+    "             Unix socket, rmsg::AdminEndpoint) answers: counters and sessions as JSON\n"
+    "  --prometheus  with --admin: the counters in Prometheus text format\n"
+    "Exit status: 0 the self-check (or the query) passed, 1 it failed, 2 usage.\n";
+
+int query_admin(const std::string& path, bool prometheus) {
+  auto answer = rmsg::admin_request(path, prometheus ? "prometheus" : "json", 5s);
+  if (!answer) {
+    std::fprintf(stderr, "rmsg-info: %s: %s\n", path.c_str(), answer.error().message().c_str());
+    return 1;
+  }
+  if (std::fputs(answer->c_str(), stdout) < 0) return 1;
+  // The endpoint answers an error as one JSON line {"error":...}.
+  return answer->rfind("{\"error\"", 0) == 0 ? 1 : 0;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1) {
     const std::string_view arg = argv[1];
+    if (arg == "--admin" && argc >= 3 && argc <= 4) {
+      if (argc == 4 && std::string_view(argv[3]) != "--prometheus") {
+        std::fputs(kUsage, stderr);
+        return 2;
+      }
+      return query_admin(argv[2], argc == 4);
+    }
     if (argc == 2 && arg == "--help") return std::fputs(kUsage, stdout) < 0 ? 1 : 0;
     if (argc == 2 && arg == "--version")
       return std::printf("rmsg-info %s\n", RMSG_VERSION) < 0 ? 1 : 0;
