@@ -11,13 +11,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "rmsg/admin.h"
 #include "rmsg/event_loop.h"
+#include "rmsg/loop_threads.h"
 #include "rmsg/messenger.h"
 
 namespace rmsg {
@@ -186,6 +190,89 @@ TEST_F(AdminEndpointTest, TheSocketIsPrivateAndUnsafePathsAreRefused) {
   EXPECT_EQ(AdminEndpoint::start(*a_, open_dir + "/admin.sock").error(), errno_code(EACCES));
   ::rmdir(open_dir.c_str());
   EXPECT_TRUE(AdminEndpoint::start(*a_, "").error() == make_error_code(Errc::invalid_argument));
+}
+
+}  // namespace
+}  // namespace rmsg
+
+namespace rmsg {
+namespace {
+
+// Over two loops on their own threads: one snapshot per loop, each taken on its loop and
+// gathered on loop 0; the client is this (foreign) thread.
+TEST(AdminEndpointLoops, EachLoopAnswersItsOwnSessionsAndCounters) {
+  char tmpl[] = "/tmp/rmsg-admin-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string path = dir + "/admin.sock";
+  auto a_loops = LoopThreads::create(2).value();
+  auto p_loops = LoopThreads::create(1).value();
+  MessengerOptions oa;
+  oa.node_id = kA;
+  auto a =
+      Messenger::create(a_loops->loops(), oa, [](NodeId, std::span<const std::byte>) {}).value();
+  // Two peers whose sessions on A live on different loops.
+  std::vector<NodeId> peers;
+  for (NodeId id = 2; id < 64 && peers.size() < 2; ++id) {
+    if (peers.empty() || &a->loop_of(id) != &a->loop_of(peers[0])) peers.push_back(id);
+  }
+  ASSERT_EQ(peers.size(), 2u);
+  std::mutex mu;
+  std::condition_variable cv;
+  int received = 0;
+  std::vector<std::unique_ptr<Messenger>> others;
+  ConnectionParams params;
+  params.transport = Transport::tcp;
+  for (NodeId id : peers) {
+    MessengerOptions o;
+    o.node_id = id;
+    others.push_back(
+        Messenger::create(p_loops->loop(0), o, [&](NodeId, std::span<const std::byte>) {
+          std::lock_guard lock(mu);
+          ++received;
+          cv.notify_all();
+        }).value());
+    auto address = others.back()->listen(SocketAddress::parse("127.0.0.1:0").value(), params);
+    ASSERT_TRUE(address.ok());
+    ConnectionParams to = params;
+    to.peer = SocketAddress::parse(*address).value();
+    ASSERT_TRUE(a->add_peer(id, to).ok());
+  }
+  auto endpoint = AdminEndpoint::start(*a, path).value();
+  a_loops->start();
+  p_loops->start();
+  for (int i = 0; i < kMessages; ++i) {
+    for (NodeId id : peers) ASSERT_TRUE(a->send(id, std::vector<std::byte>(8)).ok());
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return received == 2 * kMessages; }));
+  }
+  auto answer = admin_request(path, "json", 10s);
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  const std::string& json = *answer;
+  EXPECT_EQ(json.rfind("{\"node\":1,\"loops\":2,", 0), 0u) << json;
+  EXPECT_EQ(occurrences(json, "\"peer\":"), 2u) << json;
+  EXPECT_EQ(occurrences(json, "\"transport\":\"tcp\""), 2u) << json;
+  for (NodeId id : peers) {
+    const auto at = json.find("{\"peer\":" + std::to_string(id) + ",\"loop\":");
+    ASSERT_NE(at, std::string::npos) << json;
+    const std::size_t loop = &a->loop_of(id) == &a_loops->loop(0) ? 0 : 1;
+    EXPECT_EQ(number_after(json, "\"loop\":", at), static_cast<long long>(loop)) << json;
+  }
+  // Each loop sent its peer's messages; the sum is both.
+  const auto per_loop = json.find("\"loop_counters\":[");
+  const auto second = json.find("},{", per_loop);
+  ASSERT_NE(second, std::string::npos);
+  EXPECT_EQ(number_after(json, "\"msg.sent\":"), 2 * kMessages);
+  EXPECT_EQ(number_after(json, "\"msg.sent\":", per_loop), kMessages);
+  EXPECT_EQ(number_after(json, "\"msg.sent\":", second), kMessages);
+  a_loops->run_sync(0, [&] { endpoint.reset(); });
+  a.reset();
+  others.clear();
+  a_loops->stop();
+  p_loops->stop();
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
