@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kit/rdma_fixture.h"
@@ -34,8 +35,8 @@ class MessengerAutoRdmaTest : public ::testing::Test {
     EventLoopOptions lo;
     lo.seed = seed_for("loop");
     loop_ = EventLoop::create(lo).value();
-    a_ = RpcEndpoint::create(*loop_, rpc_options(kA)).value();
-    b_ = RpcEndpoint::create(*loop_, rpc_options(kB)).value();
+    a_ = RpcEndpoint::create(*loop_, options(kA)).value();
+    b_ = RpcEndpoint::create(*loop_, options(kB)).value();
     ASSERT_TRUE(a_->messenger()
                     .attach(
                         kWatch, [](NodeId, std::span<const std::byte>) {},
@@ -49,6 +50,21 @@ class MessengerAutoRdmaTest : public ::testing::Test {
     a_.reset();
     b_.reset();
     loop_->run_for([] { return false; }, milliseconds(20));
+  }
+
+  // The default handshake bound: rpc_options' 1 s is less than an RDMA connect's setup
+  // takes in a starved ASan guest (the first connect then fails over to TCP).
+  static RpcOptions options(NodeId id) {
+    RpcOptions o = rpc_options(id);
+    o.messenger.handshake_timeout = MessengerOptions{}.handshake_timeout;
+    return o;
+  }
+  std::string failures() const {
+    std::string s;
+    for (const auto& e : events_) {
+      if (e.kind == SessionEvent::Kind::failed) s += e.error.message() + "; ";
+    }
+    return s;
   }
 
   // `n` calls and `n` one-way messages of seeded random bytes, sizes 1 B to 256 KiB; every
@@ -111,7 +127,7 @@ TEST_F(MessengerAutoRdmaTest, NoTransportNamedGoesOverRdmaWithADevice) {
   ASSERT_TRUE(a_->messenger().add_peer(kB, SocketAddress::parse(bound.value()).value()).ok());
   exchange(40);
   EXPECT_EQ(transport_to_b(), Transport::rdma);
-  EXPECT_EQ(a_->messenger().counter_total("msg.connect_failures"), 0u);
+  EXPECT_EQ(a_->messenger().counter_total("msg.connect_failures"), 0u) << failures();
   EXPECT_EQ(count(SessionEvent::Kind::switched), 0);
 }
 
@@ -126,7 +142,7 @@ TEST_F(MessengerAutoRdmaTest, ATcpOnlyServerIsReachedOverTcpAfterOneRefusal) {
   // The exact measure of "no deadline waited out": one RDMA connect failed, and it failed
   // because nobody listens there (refused), not because a connect step timed out.
   EXPECT_EQ(a_->messenger().counter_total("msg.connect_failures"), 1u);
-  ASSERT_EQ(count(SessionEvent::Kind::failed), 1);
+  ASSERT_EQ(count(SessionEvent::Kind::failed), 1) << failures();
   for (const auto& e : events_) {
     if (e.kind != SessionEvent::Kind::failed) continue;
     EXPECT_EQ(error_kind(e.error), ErrorKind::unreachable) << e.error.message();
