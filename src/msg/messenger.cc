@@ -2,6 +2,7 @@
 // The ConnectionManager as the default source of streams: manager_streams.cc.
 #include "rmsg/messenger.h"
 
+#include <atomic>
 #include <limits>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include "loop/loop_thread.h"
 #include "msg/messenger_front.h"
 #include "msg/messenger_impl.h"
+#include "msg/seams.h"
 #include "rmsg/log.h"
 #include "rmsg/rdma.h"
 
@@ -253,6 +255,18 @@ std::uint64_t Messenger::counter_total(const std::string& name) const {
   return sum;
 }
 
+namespace {
+std::atomic<bool (*)()> device_probe{nullptr};  // MessengerAccess::set_device_probe
+bool device_available() {
+  bool (*probe)() = device_probe.load(std::memory_order_acquire);
+  return probe != nullptr ? probe() : rdma_device_available();
+}
+}  // namespace
+
+void MessengerAccess::set_device_probe(bool (*probe)()) noexcept {
+  device_probe.store(probe, std::memory_order_release);
+}
+
 // listen() and add_peer() without a transport: RDMA where a local device has an active
 // port, TCP always. The look at the devices is the bounded probe: it reads the device list
 // and port states, sends nothing and waits for nobody, so a host without RDMA goes to TCP at
@@ -263,7 +277,7 @@ Result<std::string> Messenger::listen(const SocketAddress& address) {
   ConnectionParams tcp;
   tcp.transport = Transport::tcp;
   auto bound = listen(address, tcp);
-  if (!bound || !rdma_device_available()) return bound;
+  if (!bound || !device_available()) return bound;
   // The same port on RDMA (its own port space), so one address serves both.
   auto same = SocketAddress::parse(bound.value());
   if (!same) return bound;
@@ -280,7 +294,7 @@ Result<void> Messenger::add_peer(NodeId peer, const SocketAddress& address) {
   PeerAddresses a;
   a.rdma.peer = address;
   a.tcp.peer = address;
-  a.policy = rdma_device_available() ? TransportPolicy::rdma_preferred : TransportPolicy::tcp_only;
+  a.policy = device_available() ? TransportPolicy::rdma_preferred : TransportPolicy::tcp_only;
   return add_peer(peer, a);
 }
 

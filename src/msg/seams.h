@@ -72,6 +72,11 @@ struct MessengerAccess {
       Messenger::DispatchCallback dispatch, Messenger::EventCallback on_event);
   // The shards behind a messenger (tests; the layer above uses msg/messenger_port.h).
   static Messenger::Front& front(Messenger& m) noexcept;
+  // What listen(address) and add_peer(peer, address) ask instead of
+  // rdma_device_available(), so that a test asserts one behaviour on any machine (a
+  // probe answering false: a host without a device); null restores the real look. Per
+  // process; set it while no messenger calls them.
+  static void set_device_probe(bool (*probe)()) noexcept;
 };
 
 }  // namespace rmsg
